@@ -1,0 +1,117 @@
+"""The ReAct agent graph shared by the quick path and the background function."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, cast
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.types import StateSnapshot
+
+from agent.state import SCHEMA_VERSION, AgentState, ToolInvocation
+
+AGENT_NODE = "agent"
+TOOLS_NODE = "tools"
+DEFAULT_MAX_TOOL_ROUNDS = 8
+ROUND_LIMIT_TEXT = "I stopped here because this answer needed too many tool steps."
+
+AgentGraph = CompiledStateGraph[AgentState, None, AgentState, AgentState]
+
+
+def current_turn(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """The messages since the last human message (inclusive of everything after it)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return list(messages[i + 1 :])
+    return list(messages)
+
+
+def pending_tool_calls(messages: Sequence[AnyMessage]) -> list[dict[str, Any]]:
+    """Tool calls of the last AI message that have no ToolMessage yet."""
+    last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
+    if last_ai is None:
+        return []
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [dict(c) for c in last_ai.tool_calls if c["id"] not in answered]
+
+
+def build_agent_graph(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    *,
+    interrupt_before_tools: bool = True,
+    max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+) -> AgentGraph:
+    """Nodes `agent` and `tools`; pauses before `tools` unless told otherwise."""
+    bound = model.bind_tools(tools) if tools else model
+
+    async def agent(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        turn = current_turn(state["messages"])
+        rounds = sum(1 for m in turn if isinstance(m, AIMessage) and m.tool_calls)
+        response = await bound.ainvoke(state["messages"], config)
+        calls = getattr(response, "tool_calls", None) or []
+        if calls and rounds >= max_tool_rounds:
+            # The model still answers after the last allowed round; only another round of
+            # tools is refused. Its streamed text stays, so the message matches what was shown.
+            text = response.content if isinstance(response.content, str) else ""
+            return {
+                "messages": [AIMessage(content=f"{text}\n\n{ROUND_LIMIT_TEXT}".lstrip())],
+                "status": "completed",
+                "schema_version": SCHEMA_VERSION,
+            }
+        invocations: list[ToolInvocation] = [
+            {"id": c["id"], "name": c["name"], "args": c["args"], "status": "pending"}
+            for c in calls
+            if c.get("id")
+        ]
+        return {
+            "messages": [response],
+            "status": "needs_tool_handoff" if calls else "completed",
+            "tool_invocations": invocations,
+            "error": None,
+            "schema_version": SCHEMA_VERSION,
+        }
+
+    def route(state: AgentState) -> str:
+        last = state["messages"][-1]
+        if isinstance(last, AIMessage) and last.tool_calls:
+            return TOOLS_NODE
+        return END
+
+    builder = StateGraph(AgentState)
+    builder.add_node(AGENT_NODE, agent)
+    builder.add_node(TOOLS_NODE, ToolNode(list(tools), handle_tool_errors=True))
+    builder.add_edge(START, AGENT_NODE)
+    builder.add_conditional_edges(AGENT_NODE, route, [TOOLS_NODE, END])
+    builder.add_edge(TOOLS_NODE, AGENT_NODE)
+    return builder.compile(
+        checkpointer=checkpointer,
+        interrupt_before=[TOOLS_NODE] if interrupt_before_tools else None,
+    )
+
+
+def state_values(state: StateSnapshot) -> AgentState:
+    return cast(AgentState, state.values)
+
+
+async def stream_agent_text(
+    graph: AgentGraph, graph_input: AgentState | None, config: RunnableConfig
+) -> AsyncIterator[str]:
+    """Run the graph (to its next pause or the end) and yield the model's text as it streams."""
+    async for chunk, meta in graph.astream(graph_input, config, stream_mode="messages"):
+        if (
+            isinstance(meta, dict)
+            and meta.get("langgraph_node") == AGENT_NODE
+            and isinstance(chunk, AIMessageChunk)
+            and isinstance(chunk.content, str)
+            and chunk.content
+        ):
+            yield chunk.content

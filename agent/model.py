@@ -1,0 +1,180 @@
+"""Chat models: the scripted offline default, or any provider through init_chat_model."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+SCRIPTED = "scripted"
+_TOOL_LINE = re.compile(r"^/(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:[ \t]+(?P<args>.*))?$")
+# Long tool results are quoted in full in the summary; the words are streamed one by one.
+QUOTE_LIMIT = 100_000
+
+
+def parse_tool_lines(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """Each `/<tool> <args>` line: args are a JSON object if they start with `{`, else input."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for line in text.splitlines():
+        match = _TOOL_LINE.match(line.strip())
+        if not match:
+            continue
+        raw = (match.group("args") or "").strip()
+        args: dict[str, Any]
+        if raw.startswith("{"):
+            try:
+                parsed = json.loads(raw)
+            except json.JSONDecodeError:
+                parsed = None
+            args = parsed if isinstance(parsed, dict) else {"input": raw}
+        else:
+            args = {"input": raw}
+        calls.append((match.group("name"), args))
+    return calls
+
+
+class ScriptedChatModel(BaseChatModel):
+    """A deterministic model that streams word by word. `/tool args` lines become tool calls."""
+
+    token_delay_ms: float = 15.0
+
+    @property
+    def _llm_type(self) -> str:
+        return SCRIPTED
+
+    def bind_tools(
+        self,
+        tools: Sequence[dict[str, Any] | type | Any | BaseTool],
+        *,
+        tool_choice: str | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        names = [convert_to_openai_tool(t)["function"]["name"] for t in tools]
+        return self.bind(tool_names=names, **kwargs)
+
+    def _reply(
+        self, messages: list[BaseMessage], tool_names: Sequence[str] | None
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """(text, tool calls) for the conversation so far."""
+        tail: list[ToolMessage] = []
+        for message in reversed(messages):
+            if not isinstance(message, ToolMessage):
+                break
+            tail.append(message)
+        if tail:
+            parts = [
+                f"{m.name or 'tool'} returned {str(m.content)[:QUOTE_LIMIT]!s}."
+                for m in reversed(tail)
+            ]
+            return "Here is what I found: " + " ".join(parts), []
+        human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
+        text = str(human.content) if human else ""
+        known = set(tool_names or [])
+        calls = [(name, args) for name, args in parse_tool_lines(text) if name in known]
+        if not calls:
+            return f'You said: "{text}"', []
+        names = ", ".join(dict.fromkeys(name for name, _ in calls))
+        seed = hashlib.sha256(f"{human.id if human else ''}:{text}".encode()).hexdigest()
+        tool_calls = [
+            {"name": name, "args": args, "id": f"call_{seed[:12]}_{len(messages)}_{i}"}
+            for i, (name, args) in enumerate(calls)
+        ]
+        return f"Let me use {names} for that.", tool_calls
+
+    def _chunks(
+        self, messages: list[BaseMessage], tool_names: Sequence[str] | None
+    ) -> Iterator[AIMessageChunk]:
+        text, tool_calls = self._reply(messages, tool_names)
+        words = text.split(" ")
+        for i, word in enumerate(words):
+            yield AIMessageChunk(content=word if i == len(words) - 1 else word + " ")
+        if tool_calls:
+            yield AIMessageChunk(
+                content="",
+                tool_call_chunks=[
+                    {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+                    for i, c in enumerate(tool_calls)
+                ],
+            )
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        text, tool_calls = self._reply(messages, kwargs.get("tool_names"))
+        message = AIMessage(content=text, tool_calls=tool_calls)
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages, kwargs.get("tool_names")):
+            if self.token_delay_ms and chunk.content:
+                await asyncio.sleep(self.token_delay_ms / 1000)
+            generation = ChatGenerationChunk(message=chunk)
+            if run_manager and isinstance(chunk.content, str):
+                await run_manager.on_llm_new_token(chunk.content, chunk=generation)
+            yield generation
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        for chunk in self._chunks(messages, kwargs.get("tool_names")):
+            generation = ChatGenerationChunk(message=chunk)
+            if run_manager and isinstance(chunk.content, str):
+                run_manager.on_llm_new_token(chunk.content, chunk=generation)
+            yield generation
+
+
+def create_model(name: str, *, token_delay_ms: float = 15.0) -> BaseChatModel:
+    """`scripted`, or `provider:model` for a real provider via langchain's init_chat_model."""
+    if name == SCRIPTED:
+        return ScriptedChatModel(token_delay_ms=token_delay_ms)
+    if ":" not in name:
+        raise ValueError(f"model must be 'scripted' or 'provider:model', got {name!r}")
+    from langchain.chat_models import init_chat_model
+
+    return init_chat_model(name)
+
+
+def model_config(name: str, *, token_delay_ms: float) -> dict[str, Any]:
+    """The `modelConfig` a handoff event carries, so the background rebuilds the same model.
+    Names and knobs only: credentials come from the environment where the model runs."""
+    config: dict[str, Any] = {"model": name}
+    if name == SCRIPTED:
+        config["tokenDelayMs"] = token_delay_ms
+    return config
+
+
+def create_model_from_config(config: dict[str, Any]) -> BaseChatModel:
+    return create_model(
+        str(config.get("model", SCRIPTED)), token_delay_ms=float(config.get("tokenDelayMs", 15))
+    )

@@ -1,0 +1,77 @@
+"""What the user should see for a state, wherever the agent is running."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.messages import AIMessage
+
+from agent.graph import current_turn
+from agent.state import AgentState, AgentStatus, ToolInvocation
+
+PARAGRAPH_BREAK = "\n\n"
+APOLOGY = "Sorry, something went wrong while finishing this answer. Please try again."
+
+
+@dataclass(frozen=True)
+class ToolProgress:
+    id: str
+    name: str
+    status: str
+
+
+@dataclass(frozen=True)
+class AgentSnapshot:
+    """UI fields: the best-known assistant text of the current turn, status and tool progress."""
+
+    text: str
+    status: AgentStatus
+    progress: tuple[ToolProgress, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "status": self.status,
+            "progress": [{"id": p.id, "name": p.name, "status": p.status} for p in self.progress],
+        }
+
+
+def message_text(message: AIMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    parts = [
+        block if isinstance(block, str) else str(block.get("text", ""))
+        for block in message.content
+        if isinstance(block, str) or block.get("type") == "text"
+    ]
+    return "".join(parts)
+
+
+def turn_text(state: AgentState) -> str:
+    """The assistant text of the current turn: each AI message's text, in order."""
+    texts = [message_text(m) for m in current_turn(state["messages"]) if isinstance(m, AIMessage)]
+    return join_paragraphs(texts)
+
+
+def join_paragraphs(texts: list[str]) -> str:
+    return PARAGRAPH_BREAK.join(t for t in texts if t)
+
+
+def render_agent_snapshot(state: AgentState) -> AgentSnapshot:
+    """Map state to what the user sees; an error shows an apology, never internals."""
+    status: AgentStatus = state.get("status", "streaming")
+    invocations: list[ToolInvocation] = state.get("tool_invocations", [])
+    turn_ids = {
+        c["id"]
+        for m in current_turn(state["messages"])
+        if isinstance(m, AIMessage)
+        for c in m.tool_calls
+    }
+    progress = tuple(
+        ToolProgress(id=inv["id"], name=inv["name"], status=inv["status"])
+        for inv in invocations
+        if inv["id"] in turn_ids
+    )
+    text = APOLOGY if status == "error" else turn_text(state)
+    return AgentSnapshot(text=text, status=status, progress=progress)
