@@ -1,0 +1,244 @@
+"""Rows of `chat`, `message` and `job_runs`.
+
+User-scoped statements run the way PostgREST runs them (`set local role authenticated` with
+`request.jwt.claims`), so the database's RLS policies decide what a user may see and write.
+Service statements (the background function, the handoff) run as the connecting role.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, NewType
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from infra.db import Conn, Pool
+from infra.events import HANDOFF_EVENT
+
+UserId = NewType("UserId", UUID)
+ChatId = NewType("ChatId", UUID)
+MessageId = NewType("MessageId", UUID)
+
+ReplyStatus = Literal["queued", "completed", "error"]
+
+SET_ROLE_SQL = "set local role authenticated"
+SET_CLAIMS_SQL = "select set_config('request.jwt.claims', %s, true)"
+
+CHAT_VISIBLE_SQL = "select id from public.chat where id = %s"
+ACTIVE_JOB_SQL = """
+select id from public.job_runs
+where chat_id = %s and assistant_id = %s and status in ('queued', 'processing')
+limit 1
+"""
+INSERT_USER_MESSAGE_SQL = """
+insert into public.message (id, chat_id, assistant_id, role, content, status)
+values (%s, %s, %s, 'user', %s, 'completed')
+on conflict (id) do nothing
+returning id
+"""
+INSERT_ASSISTANT_MESSAGE_SQL = """
+insert into public.message
+  (id, chat_id, assistant_id, role, content, status, parent_message_id, metadata, handoff_event_id)
+values (%s, %s, %s, 'assistant', %s, %s, %s, %s, %s)
+"""
+INSERT_JOB_SQL = """
+insert into public.job_runs
+  (chat_id, assistant_id, root_message_id, status, event_name, idempotency_key, payload)
+values (%s, %s, %s, 'queued', %s, %s, %s)
+"""
+MARK_EVENT_SENT_SQL = """
+update public.job_runs set event_sent_at = now(), updated_at = now()
+where idempotency_key = %s and event_sent_at is null
+"""
+# A run may take a queued job, a failed one (a dashboard replay resumes it), or one it already
+# holds (its own retry after the claim committed but the step's result was lost).
+CLAIM_JOB_SQL = """
+update public.job_runs
+set status = 'processing', run_id = %(run_id)s, attempt = attempt + 1, error = null,
+    updated_at = now()
+where idempotency_key = %(key)s
+  and (status in ('queued', 'error') or (status = 'processing' and run_id = %(run_id)s))
+returning id, chat_id, assistant_id, root_message_id, payload
+"""
+MESSAGE_STREAMING_SQL = """
+update public.message set status = 'streaming', updated_at = now()
+where id = %s and status in ('queued', 'error', 'streaming')
+"""
+FINALIZE_MESSAGE_SQL = """
+update public.message set content = %s, status = 'completed', updated_at = now() where id = %s
+"""
+FAIL_MESSAGE_SQL = """
+update public.message set content = %s, status = 'error', updated_at = now()
+where id = %s and status <> 'completed'
+"""
+DELETE_DRAFT_SQL = "delete from public.message_draft where message_id = %s"
+COMPLETE_JOB_SQL = """
+update public.job_runs set status = 'completed', error = null, updated_at = now()
+where idempotency_key = %s
+"""
+# A late failure report (another run's, or one after a replay succeeded) must not undo success.
+FAIL_JOB_SQL = """
+update public.job_runs set status = 'error', error = %s, updated_at = now()
+where idempotency_key = %s and status <> 'completed'
+returning root_message_id
+"""
+
+
+class ChatNotFound(LookupError):
+    """The chat does not exist or is not the user's."""
+
+
+class JobAlreadyActive(RuntimeError):
+    """A background job is already queued or running for this chat and assistant."""
+
+
+class DuplicateMessage(RuntimeError):
+    """A message with this id already exists."""
+
+
+@dataclass(frozen=True)
+class JobClaim:
+    job_id: UUID
+    chat_id: ChatId
+    assistant_id: str
+    root_message_id: MessageId
+    payload: dict[str, Any]
+
+
+@asynccontextmanager
+async def user_transaction(pool: Pool, claims: dict[str, Any]) -> AsyncIterator[Conn]:
+    """A transaction in which RLS sees the request's JWT claims, as PostgREST sets them."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(SET_CLAIMS_SQL, (json.dumps(claims),))
+        await conn.execute(SET_ROLE_SQL)
+        yield conn
+
+
+async def start_user_turn(
+    pool: Pool,
+    claims: dict[str, Any],
+    *,
+    chat_id: ChatId,
+    assistant_id: str,
+    message_id: MessageId,
+    content: str,
+) -> None:
+    """Check the chat is the user's and idle, and store the user's message, under RLS."""
+    async with user_transaction(pool, claims) as conn:
+        if await (await conn.execute(CHAT_VISIBLE_SQL, (chat_id,))).fetchone() is None:
+            raise ChatNotFound(chat_id)
+        if await (await conn.execute(ACTIVE_JOB_SQL, (chat_id, assistant_id))).fetchone():
+            raise JobAlreadyActive(chat_id)
+        inserted = await conn.execute(
+            INSERT_USER_MESSAGE_SQL, (message_id, chat_id, assistant_id, content)
+        )
+        if await inserted.fetchone() is None:
+            raise DuplicateMessage(message_id)
+
+
+async def insert_assistant_message(
+    conn: Conn,
+    *,
+    message_id: MessageId,
+    chat_id: ChatId,
+    assistant_id: str,
+    content: str,
+    status: ReplyStatus,
+    parent_id: MessageId,
+    metadata: dict[str, Any],
+    handoff_event_id: str | None = None,
+) -> None:
+    await conn.execute(
+        INSERT_ASSISTANT_MESSAGE_SQL,
+        (
+            message_id,
+            chat_id,
+            assistant_id,
+            content,
+            status,
+            parent_id,
+            Jsonb(metadata),
+            handoff_event_id,
+        ),
+    )
+
+
+async def insert_job(
+    conn: Conn,
+    *,
+    chat_id: ChatId,
+    assistant_id: str,
+    root_message_id: MessageId,
+    idempotency_key: str,
+    payload: dict[str, Any],
+) -> None:
+    await conn.execute(
+        INSERT_JOB_SQL,
+        (chat_id, assistant_id, root_message_id, HANDOFF_EVENT, idempotency_key, Jsonb(payload)),
+    )
+
+
+async def mark_event_sent(pool: Pool, idempotency_key: str) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(MARK_EVENT_SENT_SQL, (idempotency_key,))
+
+
+async def claim_job(pool: Pool, idempotency_key: str, run_id: str) -> JobClaim | None:
+    """Take the job for this run; None when it is done, canceled or held by another run."""
+    async with pool.connection() as conn, conn.transaction():
+        row = await (
+            await conn.execute(CLAIM_JOB_SQL, {"key": idempotency_key, "run_id": run_id})
+        ).fetchone()
+        if row is None:
+            return None
+        await conn.execute(MESSAGE_STREAMING_SQL, (row["root_message_id"],))
+    return JobClaim(
+        job_id=row["id"],
+        chat_id=ChatId(row["chat_id"]),
+        assistant_id=row["assistant_id"],
+        root_message_id=MessageId(row["root_message_id"]),
+        payload=row["payload"],
+    )
+
+
+async def finalize_job(
+    pool: Pool, *, idempotency_key: str, message_id: MessageId, content: str
+) -> None:
+    """Final content, `completed`, draft gone and job `completed`, all or nothing."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(FINALIZE_MESSAGE_SQL, (content, message_id))
+        await conn.execute(DELETE_DRAFT_SQL, (message_id,))
+        await conn.execute(COMPLETE_JOB_SQL, (idempotency_key,))
+
+
+async def fail_job(pool: Pool, *, idempotency_key: str, user_text: str, error: str) -> bool:
+    """The user sees `user_text`; the details stay in job_runs.error. False if already done."""
+    async with pool.connection() as conn, conn.transaction():
+        row = await (await conn.execute(FAIL_JOB_SQL, (error, idempotency_key))).fetchone()
+        if row is None:
+            return False
+        await conn.execute(FAIL_MESSAGE_SQL, (user_text, row["root_message_id"]))
+        await conn.execute(DELETE_DRAFT_SQL, (row["root_message_id"],))
+    return True
+
+
+ENSURE_USER_SQL = """
+insert into auth.users (id, email) values (%s, %s) on conflict (id) do nothing
+"""
+CREATE_CHAT_SQL = """
+insert into public.chat (id, user_id, title) values (%s, %s, %s)
+on conflict (id) do nothing
+"""
+
+
+async def ensure_user(conn: Conn, user_id: UserId, email: str) -> None:
+    """Service write for seeding; on Supabase, auth owns this table."""
+    await conn.execute(ENSURE_USER_SQL, (user_id, email))
+
+
+async def create_chat(conn: Conn, chat_id: ChatId, user_id: UserId, title: str) -> None:
+    await conn.execute(CREATE_CHAT_SQL, (chat_id, user_id, title))

@@ -1,0 +1,67 @@
+"""Durable checkpoints: the Postgres saver on our pool, and copies between it and memory."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from agent.threads import ThreadId, thread_config
+from infra.db import Conn, Pool
+
+
+def durable_saver(pool_or_conn: Pool | Conn) -> AsyncPostgresSaver:
+    """The saver on our own pool (never prepares statements; see infra.db), or on a connection
+    inside a transaction so its writes commit together with ours."""
+    return AsyncPostgresSaver(pool_or_conn)
+
+
+async def load_latest_into_memory(
+    durable: AsyncPostgresSaver, memory: InMemorySaver, thread_id: ThreadId
+) -> str | None:
+    """Seed `memory` with the thread's latest durable checkpoint; returns its id (None if new)."""
+    latest = await durable.aget_tuple(thread_config(thread_id))
+    if latest is None:
+        return None
+    await _put_tuple(memory, latest)
+    return str(latest.checkpoint["id"])
+
+
+async def copy_new_checkpoints(
+    memory: InMemorySaver, durable: AsyncPostgresSaver, thread_id: ThreadId, *, known: str | None
+) -> str | None:
+    """Copy every checkpoint and pending write of the thread that `memory` created after `known`
+    (the seeded one), oldest first, so parents exist before children. Returns the newest id."""
+    tuples = [t async for t in memory.alist(thread_config(thread_id))]
+    newest: str | None = None
+    for item in reversed(tuples):
+        checkpoint_id = str(item.checkpoint["id"])
+        newest = checkpoint_id
+        if checkpoint_id == known:
+            continue
+        await _put_tuple(durable, item)
+    return newest
+
+
+async def _put_tuple(saver: InMemorySaver | AsyncPostgresSaver, item: CheckpointTuple) -> None:
+    parent_id = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    config: RunnableConfig = {
+        "configurable": {
+            "thread_id": item.config["configurable"]["thread_id"],
+            "checkpoint_ns": item.config["configurable"].get("checkpoint_ns", ""),
+            **({"checkpoint_id": parent_id} if parent_id else {}),
+        }
+    }
+    # All channel versions count as new: blob upserts of versions already stored are no-ops.
+    stored = await saver.aput(
+        config, item.checkpoint, item.metadata, dict(item.checkpoint["channel_versions"])
+    )
+    writes: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+    for task_id, channel, value in item.pending_writes or []:
+        writes[task_id].append((channel, value))
+    for task_id, task_writes in writes.items():
+        await saver.aput_writes(stored, task_writes, task_id)

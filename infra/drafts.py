@@ -1,0 +1,113 @@
+"""Throttled whole-draft writes for an assistant message streaming in the background.
+
+Supabase Realtime sends every subscriber one event per committed row change, so the figure to
+keep low is writes per second per message, not bytes: text is coalesced and the whole draft is
+written at most every `interval` seconds, or sooner once `max_bytes` of new text piled up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from infra.chat_store import ChatId, MessageId
+from infra.db import Pool
+
+CURRENT_SEQ_SQL = "select seq from public.message_draft where message_id = %s"
+# The seq guard makes an older write (say, from an attempt that lost its lease) a no-op.
+UPSERT_DRAFT_SQL = """
+insert into public.message_draft (message_id, chat_id, draft_content, seq, updated_at)
+values (%s, %s, %s, %s, now())
+on conflict (message_id) do update
+set draft_content = excluded.draft_content, seq = excluded.seq, updated_at = excluded.updated_at
+where public.message_draft.seq < excluded.seq
+"""
+
+
+class DraftWriter:
+    def __init__(
+        self,
+        pool: Pool,
+        *,
+        message_id: MessageId,
+        chat_id: ChatId,
+        text: str = "",
+        interval: float = 0.25,
+        max_bytes: int = 2048,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._pool = pool
+        self._message_id = message_id
+        self._chat_id = chat_id
+        self._text = text
+        self._interval = interval
+        self._max_bytes = max_bytes
+        self._clock = clock
+        self._seq = 0
+        self._written = 0  # length of the text as last written
+        self._last_write = float("-inf")
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.Task[None] | None = None
+        self.writes = 0
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    async def start(self) -> None:
+        """Continue from the stored seq, so a retried round never writes behind an older one."""
+        async with self._pool.connection() as conn:
+            row = await (await conn.execute(CURRENT_SEQ_SQL, (self._message_id,))).fetchone()
+        self._seq = int(row["seq"]) if row else 0
+
+    async def append(self, text: str) -> None:
+        if not text:
+            return
+        self._text += text
+        if len(self._text[self._written :].encode()) >= self._max_bytes:
+            await self.flush()
+            return
+        if self._timer is not None:
+            return  # a timed write is already due and will carry this text
+        if not self._lock.locked() and self._due_in() <= 0:
+            await self._write()
+        else:
+            # Text that arrives just before a pause still shows once the interval is up.
+            self._timer = asyncio.create_task(self._write_when_due())
+
+    async def flush(self) -> None:
+        """Write what is pending now (round end, or a burst over `max_bytes`)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self._write()
+
+    def _due_in(self) -> float:
+        return self._last_write + self._interval - self._clock()
+
+    async def _write_when_due(self) -> None:
+        async with self._lock:
+            # Measured from when the last write landed, under the lock: a slow query cannot
+            # bring two commits (two Realtime events) closer together than the interval.
+            if (wait := self._due_in()) > 0:
+                await asyncio.sleep(wait)
+            # Past this point a flush cannot cancel us mid-query: it finds no timer and waits
+            # for the lock instead.
+            self._timer = None
+            await self._write_locked()
+
+    async def _write(self) -> None:
+        async with self._lock:
+            await self._write_locked()
+
+    async def _write_locked(self) -> None:
+        text = self._text
+        if len(text) == self._written:
+            return
+        self._seq += 1
+        async with self._pool.connection() as conn:
+            await conn.execute(UPSERT_DRAFT_SQL, (self._message_id, self._chat_id, text, self._seq))
+        self._written = len(text)
+        self._last_write = self._clock()
+        self.writes += 1

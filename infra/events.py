@@ -1,0 +1,38 @@
+"""The `chat/tool_handoff` event: its payload, and sending it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+from uuid import UUID
+
+import inngest
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+HANDOFF_EVENT = "chat/tool_handoff"
+
+
+class HandoffPayload(BaseModel):
+    """`event.data` of chat/tool_handoff (camelCase on the wire)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    chat_id: UUID
+    user_id: UUID
+    assistant_id: str
+    thread_id: str
+    root_message_id: UUID
+    checkpoint_id: str
+    model_spec: dict[str, Any] = Field(alias="modelConfig")
+
+    def to_data(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class EventSender(Protocol):
+    async def send(self, events: inngest.Event | list[inngest.Event]) -> list[str]: ...
+
+
+async def send_handoff(sender: EventSender, event_id: str, payload: HandoffPayload) -> None:
+    """`id` = the job's idempotency key: Inngest drops a re-send of the same id."""
+    await sender.send(inngest.Event(id=event_id, name=HANDOFF_EVENT, data=payload.to_data()))

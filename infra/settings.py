@@ -1,0 +1,49 @@
+"""The one place that reads the environment."""
+
+from __future__ import annotations
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Runtime configuration, from environment variables (case-insensitive)."""
+
+    model_config = SettingsConfigDict(env_file=None, extra="ignore", frozen=True)
+
+    database_url: str | None = None
+    model: str = "scripted"
+    scripted_token_delay_ms: int = Field(default=15, ge=0)
+
+    supabase_url: str | None = None
+    supabase_jwt_secret: SecretStr | None = None
+    jwt_audience: str = "authenticated"
+
+    inngest_event_key: SecretStr | None = None
+    inngest_signing_key: SecretStr | None = None
+    inngest_dev: str | None = None
+    inngest_base_url: str | None = None
+    inngest_app_id: str = "handoff"
+
+    large_output_bucket: str | None = None
+
+    max_content_chars: int = Field(default=16_000, gt=0)
+    max_body_bytes: int = Field(default=64_000, gt=0)
+    max_tool_rounds: int = Field(default=8, gt=0)
+    draft_interval_ms: int = Field(default=250, ge=0)
+    draft_max_bytes: int = Field(default=2048, gt=0)
+    db_pool_max_size: int = Field(default=10, gt=0)
+
+    @property
+    def inngest_is_dev_server(self) -> bool:
+        """True when events go to an Inngest dev server (unsigned requests, no keys)."""
+        return bool(self.inngest_dev) and self.inngest_dev not in {"0", "false", "False"}
+
+    @property
+    def inngest_origin(self) -> str | None:
+        """Base URL of the Inngest server: the dev server, a self-hosted one or the local intake."""
+        if self.inngest_base_url:
+            return self.inngest_base_url
+        if self.inngest_dev and self.inngest_dev.startswith("http"):
+            return self.inngest_dev
+        return None

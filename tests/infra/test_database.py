@@ -1,0 +1,204 @@
+"""Migrations, RLS as PostgREST runs it, the draft writer and checkpoint copies."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agent.graph import build_agent_graph
+from agent.model import create_model
+from agent.threads import thread_config, thread_key
+from agent.tools import demo_tools
+from infra.chat_store import ChatId, MessageId
+from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
+from infra.db import Pool, create_pool
+from infra.drafts import DraftWriter
+from infra.migrate import migrate
+from tests.support import create_user_with_chat, fetch
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[Pool]:
+    pool = create_pool(database_url, max_size=2)
+    await pool.open()
+    yield pool
+    await pool.close()
+
+
+async def test_migrations_are_idempotent(database_url: str) -> None:
+    assert await migrate(database_url) == []
+    tables = await fetch(
+        database_url,
+        "select table_schema, table_name from information_schema.tables "
+        "where table_schema in ('public', 'langgraph') order by 1, 2",
+    )
+    assert {(t["table_schema"], t["table_name"]) for t in tables} >= {
+        ("public", "chat"),
+        ("public", "message"),
+        ("public", "message_draft"),
+        ("public", "job_runs"),
+        ("langgraph", "checkpoints"),
+        ("langgraph", "checkpoint_writes"),
+    }
+    published = await fetch(
+        database_url,
+        "select tablename from pg_publication_tables where pubname = 'supabase_realtime'",
+    )
+    assert {p["tablename"] for p in published} == {"message", "message_draft"}
+
+
+async def as_role(
+    database_url: str, role: str, user_id: uuid.UUID | None, query: str, *params: Any
+) -> list[tuple[Any, ...]]:
+    """Run a statement the way PostgREST does for a request with these claims."""
+    async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
+        claims = {"sub": str(user_id), "role": role} if user_id else {"role": role}
+        await conn.execute(
+            "select set_config('request.jwt.claims', %s, true)", (json.dumps(claims),)
+        )
+        await conn.execute(f"set local role {role}")
+        cursor = await conn.execute(query, params)
+        return await cursor.fetchall() if cursor.description else []
+
+
+async def seed_chat_rows(database_url: str) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    message_id = uuid.uuid4()
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(
+            "insert into message (id, chat_id, role, content) values (%s, %s, 'assistant', 'x')",
+            (message_id, chat_id),
+        )
+        await conn.execute(
+            "insert into message_draft (message_id, chat_id, draft_content, seq)"
+            " values (%s, %s, 'd', 1)",
+            (message_id, chat_id),
+        )
+        await conn.execute(
+            "insert into job_runs (chat_id, root_message_id, event_name, idempotency_key, payload)"
+            " values (%s, %s, 'chat/tool_handoff', %s, '{}')",
+            (chat_id, message_id, str(uuid.uuid4())),
+        )
+    return user_id, chat_id, message_id
+
+
+async def test_rls_keeps_each_user_to_their_own_chats(database_url: str) -> None:
+    owner, chat_id, message_id = await seed_chat_rows(database_url)
+    other, _ = await create_user_with_chat(database_url)
+    for table in ("chat", "message", "message_draft", "job_runs"):
+        query = f"select * from public.{table}"  # noqa: S608 - fixed table names
+        assert len(await as_role(database_url, "authenticated", owner, query)) >= 1, table
+        assert (
+            await as_role(
+                database_url,
+                "authenticated",
+                other,
+                query + " where true and " + ("id" if table == "chat" else "chat_id") + " = %s",
+                chat_id,
+            )
+            == []
+        )
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            await as_role(database_url, "anon", None, query)
+    # Writes into someone else's chat fail the policy check.
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        await as_role(
+            database_url,
+            "authenticated",
+            other,
+            "insert into public.message (chat_id, role, content) values (%s, 'user', 'hi')",
+            chat_id,
+        )
+    updated = await as_role(
+        database_url,
+        "authenticated",
+        other,
+        "update public.message set content = 'pwned' where id = %s returning id",
+        message_id,
+    )
+    assert updated == []
+    # Drafts and jobs are written by the service only.
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        await as_role(
+            database_url,
+            "authenticated",
+            owner,
+            "update public.message_draft set draft_content = 'x' where message_id = %s",
+            message_id,
+        )
+
+
+@pytest.mark.parametrize("role", ["anon", "authenticated"])
+async def test_checkpoint_schema_is_closed_to_api_roles(database_url: str, role: str) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        await as_role(database_url, role, uuid.uuid4(), "select * from langgraph.checkpoints")
+
+
+async def test_draft_writer_throttles_and_never_goes_back(database_url: str, pool: Pool) -> None:
+    _, chat_id, message_id = await seed_chat_rows(database_url)
+    now = [100.0]
+    writer = DraftWriter(
+        pool,
+        message_id=MessageId(message_id),
+        chat_id=ChatId(chat_id),
+        text="Intro\n\n",
+        interval=0.25,
+        max_bytes=64,
+        clock=lambda: now[0],
+    )
+    await writer.start()  # continues after the seeded seq 1
+    await writer.append("a")  # first write is immediate
+    for _ in range(10):
+        now[0] += 0.01
+        await writer.append("b")  # inside the interval: coalesced
+    assert writer.writes == 1
+    await writer.append("c" * 64)  # a burst over max_bytes writes at once
+    assert writer.writes == 2
+    await writer.append("d")
+    await writer.flush()
+    assert writer.writes == 3
+    [row] = await fetch(
+        database_url, "select * from message_draft where message_id = %s", message_id
+    )
+    assert row["draft_content"] == "Intro\n\na" + "b" * 10 + "c" * 64 + "d"
+    assert row["seq"] == 4
+    # A writer from an older attempt that restarts its numbering cannot overwrite it.
+    stale = DraftWriter(pool, message_id=MessageId(message_id), chat_id=ChatId(chat_id), text="old")
+    await stale.flush()
+    [row] = await fetch(
+        database_url, "select * from message_draft where message_id = %s", message_id
+    )
+    assert row["draft_content"].endswith("d")
+
+
+async def test_checkpoints_copy_from_memory_and_back(pool: Pool) -> None:
+    thread_id = thread_key(uuid.uuid4())
+    config = thread_config(thread_id)
+    model = create_model("scripted", token_delay_ms=0)
+    # GIVEN a run in memory that paused before tools
+    memory = InMemorySaver()
+    graph = build_agent_graph(model, demo_tools(), memory)
+    await graph.ainvoke({"messages": [HumanMessage("/calc 1+1")]}, config)
+    # WHEN its checkpoints are copied to Postgres
+    newest = await copy_new_checkpoints(memory, durable_saver(pool), thread_id, known=None)
+    # THEN the durable graph resumes from exactly that state
+    durable = build_agent_graph(model, demo_tools(), durable_saver(pool))
+    state = await durable.aget_state(config)
+    assert state.config["configurable"]["checkpoint_id"] == newest
+    assert state.next == ("tools",)
+    assert len([c async for c in durable_saver(pool).alist(config)]) == len(
+        [c async for c in memory.alist(config)]
+    )
+    # AND a fresh memory saver seeded from Postgres continues the thread
+    fresh = InMemorySaver()
+    assert await load_latest_into_memory(durable_saver(pool), fresh, thread_id) == newest
+    resumed = build_agent_graph(model, demo_tools(), fresh, interrupt_before_tools=False)
+    result = await resumed.ainvoke(None, config)
+    assert "2" in result["messages"][-1].content

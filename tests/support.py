@@ -1,0 +1,126 @@
+"""Test helpers: users, chats, tokens, a running stack, and an SSE reader."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import jwt
+import psycopg
+from fastapi import FastAPI
+from langchain_core.tools import BaseTool
+from psycopg.rows import dict_row
+
+from handlers.app import create_app
+from infra.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
+from infra.settings import Settings
+
+JWT_SECRET = "test-secret-" + "x" * 32
+
+
+def token_for(user_id: uuid.UUID, *, secret: str = JWT_SECRET, **overrides: Any) -> str:
+    now = int(time.time())
+    claims: dict[str, Any] = {
+        "sub": str(user_id),
+        "aud": "authenticated",
+        "role": "authenticated",
+        "iat": now,
+        "exp": now + 600,
+        **overrides,
+    }
+    return jwt.encode({k: v for k, v in claims.items() if v is not None}, secret, "HS256")
+
+
+async def create_user_with_chat(database_url: str) -> tuple[uuid.UUID, uuid.UUID]:
+    user_id, chat_id = uuid.uuid4(), uuid.uuid4()
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(
+            "insert into auth.users (id, email) values (%s, %s)", (user_id, f"{user_id}@test")
+        )
+        await conn.execute(
+            "insert into public.chat (id, user_id, title) values (%s, %s, 'test')",
+            (chat_id, user_id),
+        )
+    return user_id, chat_id
+
+
+async def fetch(database_url: str, query: str, *params: Any) -> list[dict[str, Any]]:
+    async with await psycopg.AsyncConnection.connect(
+        database_url, autocommit=True, row_factory=dict_row
+    ) as conn:
+        return await (await conn.execute(query, params)).fetchall()
+
+
+@dataclass
+class Stack:
+    origin: str
+    app: FastAPI
+    settings: Settings
+    executor: LocalInngest
+    http: httpx.AsyncClient
+    database_url: str
+
+    async def respond(self, token: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """POST /api/chat/respond and read the whole SSE stream."""
+        async with self.http.stream(
+            "POST",
+            "/api/chat/respond",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+        ) as response:
+            assert response.status_code == 200, await response.aread()
+            assert response.headers["content-type"].startswith("text/event-stream")
+            return parse_sse(await response.aread())
+
+
+def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
+    events: list[tuple[str, dict[str, Any]]] = []
+    for block in raw.decode().split("\n\n"):
+        if not block.strip():
+            continue
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        events.append((fields["event"], json.loads(fields["data"])))
+    return events
+
+
+@asynccontextmanager
+async def running_stack(
+    database_url: str, *, tools: list[BaseTool] | None = None, **settings_overrides: Any
+) -> AsyncIterator[Stack]:
+    """The real app under uvicorn plus the local Inngest executor, on loopback ports."""
+    intake_sock, app_sock = loopback_socket(), loopback_socket()
+    signing_key = f"signkey-test-{secrets.token_hex(32)}"
+    event_key = secrets.token_hex(16)
+    fields: dict[str, Any] = {
+        "database_url": database_url,
+        "supabase_jwt_secret": JWT_SECRET,
+        "inngest_base_url": socket_origin(intake_sock),
+        "inngest_signing_key": signing_key,
+        "inngest_event_key": event_key,
+        "scripted_token_delay_ms": 0,
+    }
+    settings = Settings.model_validate(fields | settings_overrides)
+    app = create_app(settings, tools=tools)
+    origin = socket_origin(app_sock)
+    executor = LocalInngest(
+        serve_url=f"{origin}/api/inngest",
+        signing_key=signing_key,
+        event_key=event_key,
+        functions=app.state.inngest_functions,
+        app_id=settings.inngest_app_id,
+        retry_backoff=(0.01, 0.05, 0.1),
+    )
+    async with (
+        executor,
+        executor.serve_intake(intake_sock),
+        serve_asgi(app, app_sock),
+        httpx.AsyncClient(base_url=origin, timeout=30) as http,
+    ):
+        yield Stack(origin, app, settings, executor, http, database_url)
