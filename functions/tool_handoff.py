@@ -1,0 +1,216 @@
+"""`tool-handoff`: resume the agent from its durable checkpoint, run tools as steps, finalize.
+
+Inngest re-runs this handler from the top for every step and hands back memoized step outputs,
+so everything outside `step.run` is deterministic and free of side effects: the plan of what to
+do next is itself a step output, never a fresh database read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from functools import partial
+from typing import Any, TypedDict
+
+import inngest
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.types import StateSnapshot
+from pydantic import ValidationError
+
+from agent.graph import (
+    AGENT_NODE,
+    TOOLS_NODE,
+    AgentGraph,
+    build_agent_graph,
+    pending_tool_calls,
+    state_values,
+    stream_agent_text,
+)
+from agent.model import create_model_from_config
+from agent.snapshot import APOLOGY, PARAGRAPH_BREAK, render_agent_snapshot, turn_text
+from agent.state import ToolInvocation
+from agent.threads import ThreadId, thread_config
+from agent.tools import ToolInputError, demo_tools
+from infra import chat_store
+from infra.checkpoints import durable_saver
+from infra.drafts import DraftWriter
+from infra.events import HANDOFF_EVENT, HandoffPayload
+from infra.runtime import Services
+
+logger = logging.getLogger(__name__)
+
+FUNCTION_ID = "tool-handoff"
+RETRIES = 4
+
+
+class Plan(TypedDict):
+    """What the function does next, as a step output (JSON)."""
+
+    done: bool
+    pending: list[dict[str, Any]]
+
+
+class Claim(Plan):
+    claimed: bool
+
+
+class ToolResult(TypedDict):
+    id: str
+    name: str
+    content: str
+
+
+def plan_from(state: StateSnapshot) -> Plan:
+    if TOOLS_NODE in state.next:
+        return {"done": False, "pending": pending_tool_calls(state.values["messages"])}
+    return {"done": AGENT_NODE not in state.next, "pending": []}
+
+
+def create_tool_handoff(
+    client: inngest.Inngest, services: Services, tools: list[BaseTool] | None = None
+) -> inngest.Function[Any]:
+    tools = tools if tools is not None else demo_tools()
+    tools_by_name = {t.name: t for t in tools}
+    settings = services.settings
+
+    async def graph_for(payload: HandoffPayload) -> AgentGraph:
+        return build_agent_graph(
+            create_model_from_config(payload.model_spec),
+            tools,
+            durable_saver(await services.pool()),
+            max_tool_rounds=settings.max_tool_rounds,
+        )
+
+    async def on_failure(ctx: inngest.Context) -> None:
+        original = ctx.event.data.get("event")
+        key = original.get("id") if isinstance(original, dict) else None
+        if not isinstance(key, str):
+            logger.error("failure event without the original event id")
+            return
+        error = json.dumps(ctx.event.data.get("error"), default=str)
+        logger.error("tool handoff failed", extra={"job_id": key, "error": error})
+        await chat_store.fail_job(
+            await services.pool(), idempotency_key=key, user_text=APOLOGY, error=error
+        )
+
+    @client.create_function(
+        fn_id=FUNCTION_ID,
+        trigger=inngest.TriggerEvent(event=HANDOFF_EVENT),
+        # Limits concurrent steps per chat, not runs: the job_runs claim keeps a job single.
+        concurrency=[inngest.Concurrency(limit=1, key="event.data.chatId")],
+        retries=RETRIES,
+        on_failure=on_failure,
+    )
+    async def tool_handoff(ctx: inngest.Context) -> dict[str, Any]:
+        try:
+            payload = HandoffPayload.model_validate(ctx.event.data)
+        except ValidationError as exc:
+            raise inngest.NonRetriableError("invalid chat/tool_handoff payload") from exc
+        key = ctx.event.id
+        if not key:
+            raise inngest.NonRetriableError("chat/tool_handoff needs an event id")
+        thread_id = ThreadId(payload.thread_id)
+        config = thread_config(thread_id)
+        log = {"chat_id": str(payload.chat_id), "job_id": key, "correlation_id": ctx.run_id}
+
+        async def claim() -> Claim:
+            job = await chat_store.claim_job(await services.pool(), key, ctx.run_id)
+            if job is None:
+                return {"claimed": False, "done": True, "pending": []}
+            state = await (await graph_for(payload)).aget_state(config)
+            return {"claimed": True, **plan_from(state)}
+
+        async def run_tool(call: dict[str, Any]) -> ToolResult:
+            tool = tools_by_name.get(call["name"])
+            if tool is None:
+                raise inngest.NonRetriableError(f"unknown tool {call['name']!r}")
+            try:
+                output = await tool.ainvoke(call["args"])
+            except (ToolInputError, ValidationError) as exc:
+                raise inngest.NonRetriableError(f"invalid input for {call['name']}") from exc
+            return {"id": call["id"], "name": call["name"], "content": str(output)}
+
+        async def model_round(results: list[ToolResult]) -> Plan:
+            graph = await graph_for(payload)
+            state = await graph.aget_state(config)
+            answered = {
+                m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)
+            }
+            fresh = [r for r in results if r["id"] not in answered]
+            # Applying results is keyed by tool call id: a retried round applies nothing twice.
+            if fresh and TOOLS_NODE in state.next:
+                calls = {c["id"]: c for c in pending_tool_calls(state.values["messages"])}
+                invocations: list[ToolInvocation] = [
+                    {
+                        "id": r["id"],
+                        "name": r["name"],
+                        "args": calls.get(r["id"], {}).get("args", {}),
+                        "status": "completed",
+                    }
+                    for r in fresh
+                ]
+                messages = [
+                    ToolMessage(content=r["content"], tool_call_id=r["id"], name=r["name"])
+                    for r in fresh
+                ]
+                await graph.aupdate_state(
+                    config,
+                    {
+                        "messages": messages,
+                        "tool_invocations": invocations,
+                        "status": "running_tools",
+                    },
+                    as_node=TOOLS_NODE,
+                )
+                state = await graph.aget_state(config)
+            if AGENT_NODE in state.next:
+                await stream_round(graph, state)
+                state = await graph.aget_state(config)
+            return plan_from(state)
+
+        async def stream_round(graph: AgentGraph, state: StateSnapshot) -> None:
+            before = turn_text(state_values(state))
+            writer = DraftWriter(
+                await services.pool(),
+                message_id=chat_store.MessageId(payload.root_message_id),
+                chat_id=chat_store.ChatId(payload.chat_id),
+                # The draft is the whole message: earlier text, then this round's paragraph.
+                text=before + PARAGRAPH_BREAK if before else "",
+                interval=settings.draft_interval_ms / 1000,
+                max_bytes=settings.draft_max_bytes,
+            )
+            await writer.start()
+            async for text in stream_agent_text(graph, None, config):
+                await writer.append(text)
+            await writer.flush()
+            logger.info("model round streamed", extra={**log, "draft_writes": writer.writes})
+
+        async def finalize() -> None:
+            state = await (await graph_for(payload)).aget_state(config)
+            await chat_store.finalize_job(
+                await services.pool(),
+                idempotency_key=key,
+                message_id=chat_store.MessageId(payload.root_message_id),
+                content=render_agent_snapshot(state_values(state)).text,
+            )
+
+        claimed = await ctx.step.run("claim", claim)
+        if not claimed["claimed"]:
+            logger.info("job already taken or finished; nothing to do", extra=log)
+            return {"status": "skipped"}
+        plan: Plan = claimed
+        round_no = 0
+        while not plan["done"]:
+            results = await ctx.group.parallel(
+                tuple(
+                    partial(ctx.step.run, f"tool-{call['id']}", run_tool, call)
+                    for call in plan["pending"]
+                )
+            )
+            plan = await ctx.step.run(f"model-round-{round_no}", model_round, list(results))
+            round_no += 1
+        await ctx.step.run("finalize", finalize)
+        return {"status": "completed", "rounds": round_no}
+
+    return tool_handoff

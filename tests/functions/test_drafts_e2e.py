@@ -1,0 +1,59 @@
+"""The background round's draft: throttled whole-draft writes that end equal to the message."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import psycopg
+
+from tests.support import create_user_with_chat, fetch, running_stack, token_for
+
+# Every committed write to message_draft is one Realtime event per subscriber: count them.
+DRAFT_LOG_SQL = """
+create table draft_write_log (
+  at timestamptz not null default clock_timestamp(),
+  seq bigint not null,
+  draft_content text not null
+);
+create function log_draft_write() returns trigger language plpgsql as $$
+begin
+  insert into draft_write_log (seq, draft_content) values (new.seq, new.draft_content);
+  return new;
+end
+$$;
+create trigger draft_write_log after insert or update on public.message_draft
+  for each row execute function log_draft_write();
+"""
+
+
+async def test_background_draft_is_written_at_most_five_times_a_second(database_url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(DRAFT_LOG_SQL)
+    user_id, chat_id = await create_user_with_chat(database_url)
+    # GIVEN a model streaming 5 ms tokens and a tool result it quotes at length (~200 words)
+    async with running_stack(database_url, scripted_token_delay_ms=5) as stack:
+        events = await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": "/report 1.1"}
+        )
+        assert events[-1][0] == "handoff"
+        await stack.executor.wait_idle(timeout=60)
+
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "completed"
+    background_words = message["content"].split("\n\n", 1)[1].split(" ")
+    assert len(background_words) >= 200
+
+    writes = await fetch(database_url, "select * from draft_write_log order by at")
+    streamed = (writes[-1]["at"] - writes[0]["at"]).total_seconds()
+    assert streamed >= 200 * 0.005
+    # THEN at most 5 writes per second of streaming (the first write, then one per 250 ms,
+    # plus the flush at round end)
+    offsets = [round((w["at"] - writes[0]["at"]).total_seconds(), 3) for w in writes]
+    assert len(writes) <= 5 * streamed + 1, offsets
+    gaps = [(b["at"] - a["at"]).total_seconds() for a, b in pairwise(writes)]
+    assert all(gap >= 0.24 for gap in gaps[:-1]), gaps
+    # AND seq only grows, each write is the whole draft so far, the last equals the final text
+    assert [w["seq"] for w in writes] == sorted({w["seq"] for w in writes})
+    assert all(b["draft_content"].startswith(a["draft_content"]) for a, b in pairwise(writes))
+    assert writes[-1]["draft_content"] == message["content"]
+    assert await fetch(database_url, "select * from message_draft") == []

@@ -1,0 +1,112 @@
+"""The background function: parallel tools, failures, duplicate deliveries and replays."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+
+from agent.snapshot import APOLOGY
+from agent.tools import demo_tools
+from tests.handlers.test_turns import durable_messages
+from tests.support import create_user_with_chat, fetch, running_stack, token_for
+
+
+async def test_parallel_tool_calls_each_run_once_as_their_own_step(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": "/calc 6*7\n/calc 10-3"}
+        )
+        await stack.executor.wait_idle()
+        [run] = stack.executor.runs()
+    assert run.status == "completed"
+    tool_steps = [name for name in run.attempts if name.startswith("tool-")]
+    assert len(tool_steps) == 2
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "completed"
+    assert "calc returned 42." in message["content"]
+    assert "calc returned 7." in message["content"]
+    history = await durable_messages(database_url, chat_id)
+    assert sorted(str(m.content) for m in history if isinstance(m, ToolMessage)) == ["42", "7"]
+
+
+async def test_invalid_tool_input_fails_once_with_an_apology(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        events = await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": "/calc 2*"}
+        )
+        assert events[-1][0] == "handoff"
+        await stack.executor.wait_idle()
+        runs = stack.executor.runs()
+    [handoff] = [r for r in runs if r.function_id.endswith("tool-handoff")]
+    assert handoff.status == "failed"
+    # NonRetriableError: every request ran once, nothing was retried.
+    assert handoff.error is not None
+    assert handoff.error["name"] == "NonRetriableError"
+    assert set(handoff.attempts.values()) == {1}
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "error"
+    assert message["content"] == APOLOGY
+    [job] = await fetch(database_url, "select * from job_runs")
+    assert job["status"] == "error"
+    assert "invalid input for calc" in job["error"]
+    assert await fetch(database_url, "select * from message_draft") == []
+
+
+async def test_duplicate_delivery_and_replay_of_a_finished_job_change_nothing(
+    database_url: str,
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        events = await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": "/calc 2*21"}
+        )
+        event_id = events[-1][1]["eventId"]
+        await stack.executor.wait_idle()
+        [before] = await fetch(database_url, "select * from message where role = 'assistant'")
+        # WHEN an operator replays the completed run twice (same payload, new run ids)
+        for _ in range(2):
+            await stack.executor.replay(event_id)
+        await stack.executor.wait_idle()
+        runs = stack.executor.runs()
+    # THEN the replays end without running a tool or touching the message
+    assert [r.status for r in runs] == ["completed"] * 3
+    assert all(r.output == {"status": "skipped"} for r in runs[1:])
+    assert all(not any(n.startswith("tool-") for n in r.attempts) for r in runs[1:])
+    [after] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert after == before
+    [job] = await fetch(database_url, "select * from job_runs")
+    assert job["status"] == "completed"
+    assert job["attempt"] == 1
+    history = await durable_messages(database_url, chat_id)
+    assert len([m for m in history if isinstance(m, ToolMessage)]) == 1
+
+
+flaky_calls: Counter[str] = Counter()
+
+
+@tool
+def flaky(input: str) -> str:
+    """Fails twice per input (a timeout, say), then answers."""
+    flaky_calls[input] += 1
+    if flaky_calls[input] <= 2:
+        raise ConnectionError("upstream timed out")
+    return f"ok after {flaky_calls[input]} tries"
+
+
+async def test_transient_tool_errors_are_retried(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, tools=[*demo_tools(), flaky]) as stack:
+        await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": f"/flaky {chat_id}"}
+        )
+        await stack.executor.wait_idle()
+        [run] = stack.executor.runs()
+    assert run.status == "completed"
+    assert flaky_calls[str(chat_id)] == 3
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "completed"
+    assert "flaky returned ok after 3 tries." in message["content"]
