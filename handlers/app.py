@@ -1,0 +1,57 @@
+"""The app factory: the respond route, health, and the Inngest serve endpoint."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import inngest.fast_api
+from fastapi import FastAPI
+from langchain_core.tools import BaseTool
+
+from agent.tools import demo_tools
+from functions.client import create_inngest_client
+from functions.tool_handoff import create_tool_handoff
+from handlers import respond
+from handlers.auth import Authenticator
+from handlers.errors import install_error_handlers
+from handlers.limits import BodySizeLimit
+from infra.runtime import Services
+from infra.settings import Settings
+
+INNGEST_PATH = "/api/inngest"
+
+
+def create_app(settings: Settings | None = None, *, tools: list[BaseTool] | None = None) -> FastAPI:
+    settings = settings or Settings()
+    services = Services(settings)
+    tools = tools if tools is not None else demo_tools()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        # Let turns that are still persisting finish before the pool goes away.
+        if app.state.turns:
+            await asyncio.wait(app.state.turns, timeout=30)
+        await services.close()
+
+    app = FastAPI(title="Handoff", version="0.1.0", lifespan=lifespan)
+    client = create_inngest_client(settings)
+    app.state.services = services
+    app.state.authenticator = Authenticator(settings)
+    app.state.events = client
+    app.state.tools = tools
+    app.state.turns = set()
+    install_error_handlers(app)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.include_router(respond.router)
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    functions = [create_tool_handoff(client, services, tools)]
+    app.state.inngest_functions = functions
+    inngest.fast_api.serve(app, client, functions, serve_path=INNGEST_PATH)
+    return app

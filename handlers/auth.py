@@ -1,0 +1,70 @@
+"""Supabase access tokens: HS256 with the project's JWT secret, or asymmetric keys from JWKS."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import jwt
+
+from infra.chat_store import UserId
+from infra.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+ASYMMETRIC_ALGORITHMS = ["RS256", "ES256", "EdDSA"]
+LEEWAY_SECONDS = 5
+
+
+class InvalidToken(Exception):
+    """The bearer token is missing, malformed, expired, mis-signed or for another audience."""
+
+
+@dataclass(frozen=True)
+class AuthUser:
+    id: UserId
+    claims: dict[str, Any]
+
+
+class Authenticator:
+    def __init__(self, settings: Settings) -> None:
+        secret = settings.supabase_jwt_secret
+        self._secret = secret.get_secret_value() if secret else None
+        self._audience = settings.jwt_audience
+        self._jwks = (
+            jwt.PyJWKClient(f"{settings.supabase_url.rstrip('/')}/auth/v1/.well-known/jwks.json")
+            if settings.supabase_url
+            else None
+        )
+
+    async def verify(self, token: str) -> AuthUser:
+        try:
+            header = jwt.get_unverified_header(token)
+            key, algorithms = await self._key_for(token, str(header.get("alg", "")))
+            claims: dict[str, Any] = jwt.decode(
+                token,
+                key,
+                algorithms=algorithms,
+                audience=self._audience,
+                leeway=LEEWAY_SECONDS,
+                options={"require": ["exp", "sub", "aud"]},
+            )
+            user_id = UUID(str(claims["sub"]))
+        except (jwt.PyJWTError, ValueError, KeyError) as exc:
+            logger.info("rejected token", extra={"reason": type(exc).__name__})
+            raise InvalidToken from exc
+        if claims.get("role") != "authenticated":
+            raise InvalidToken
+        return AuthUser(id=UserId(user_id), claims=claims)
+
+    async def _key_for(self, token: str, alg: str) -> tuple[Any, list[str]]:
+        if alg == "HS256" and self._secret:
+            return self._secret, ["HS256"]
+        if alg in ASYMMETRIC_ALGORITHMS and self._jwks is not None:
+            # PyJWKClient fetches over blocking HTTP on a cache miss; keep it off the loop.
+            signing_key = await asyncio.to_thread(self._jwks.get_signing_key_from_jwt, token)
+            return signing_key.key, [alg]
+        raise InvalidToken

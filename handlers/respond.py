@@ -1,0 +1,98 @@
+"""POST /api/chat/respond: the quick path over Server-Sent Events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+from uuid import UUID
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from agent.model import model_config
+from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
+from handlers.deps import CurrentUser, ServicesDep
+from handlers.errors import ApiError
+from handlers.quick_path import Turn, run_turn
+from infra import chat_store
+from infra.chat_store import ChatId, MessageId
+
+router = APIRouter()
+
+FINAL_EVENTS = frozenset({"handoff", "done", "error"})
+
+
+class RespondRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    chat_id: UUID
+    content: str = Field(min_length=1)
+    user_message_id: UUID | None = None
+    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+
+
+def sse(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+@router.post(
+    "/api/chat/respond",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def respond(
+    body: RespondRequest, user: CurrentUser, services: ServicesDep, request: Request
+) -> StreamingResponse:
+    settings = services.settings
+    if len(body.content) > settings.max_content_chars:
+        raise ApiError(413, "content_too_large", "The message is too long.")
+    if not body.content.strip():
+        raise ApiError(422, "invalid_request", "content: must not be blank")
+    chat_id = ChatId(body.chat_id)
+    user_message_id = MessageId(body.user_message_id or uuid.uuid4())
+    await chat_store.start_user_turn(
+        await services.pool(),
+        user.claims,
+        chat_id=chat_id,
+        assistant_id=body.assistant_id,
+        message_id=user_message_id,
+        content=body.content,
+    )
+    turn = Turn(
+        user_id=user.id,
+        chat_id=chat_id,
+        assistant_id=body.assistant_id,
+        thread_id=thread_key(chat_id, body.assistant_id),
+        user_message_id=user_message_id,
+        assistant_message_id=MessageId(uuid.uuid4()),
+        run_id=str(uuid.uuid4()),
+        content=body.content,
+        model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
+    )
+    queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+
+    async def emit(event: str, data: dict[str, Any]) -> None:
+        queue.put_nowait(sse(event, data))
+        if event in FINAL_EVENTS:
+            queue.put_nowait(None)
+
+    state = request.app.state
+    # Detached from the response: the turn completes even if the client disconnects.
+    task = asyncio.create_task(run_turn(turn, services, state.events, state.tools, emit))
+    state.turns.add(task)
+    task.add_done_callback(state.turns.discard)
+
+    async def stream() -> AsyncIterator[bytes]:
+        while (item := await queue.get()) is not None:
+            yield item
+
+    return StreamingResponse(
+        stream(),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

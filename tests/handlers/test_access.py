@@ -1,0 +1,139 @@
+"""Who may do what: tokens, other users' chats, oversized input, the Inngest endpoint."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
+
+
+def assert_error(response: httpx.Response, status: int, code: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["error"]["code"] == code
+    assert "Traceback" not in response.text
+
+
+async def post(stack: Stack, body: Any, token: str | None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return await stack.http.post("/api/chat/respond", json=body, headers=headers)
+
+
+@pytest.mark.parametrize(
+    "make_token",
+    [
+        pytest.param(lambda u: None, id="missing"),
+        pytest.param(lambda u: "not-a-jwt", id="garbage"),
+        pytest.param(lambda u: token_for(u, secret="another-secret-" + "y" * 32), id="forged"),
+        pytest.param(lambda u: token_for(u, exp=int(time.time()) - 60), id="expired"),
+        pytest.param(lambda u: token_for(u, aud="someone-else"), id="wrong-audience"),
+        pytest.param(lambda u: token_for(u, role="anon"), id="anon-role"),
+        pytest.param(lambda u: token_for(u, sub="not-a-uuid"), id="bad-subject"),
+    ],
+)
+async def test_bad_tokens_get_401(database_url: str, make_token: Any) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        response = await post(stack, {"chatId": str(chat_id), "content": "hi"}, make_token(user_id))
+    assert_error(response, 401, "unauthorized")
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert await fetch(database_url, "select * from message") == []
+
+
+async def test_posting_into_another_users_chat_is_404_and_writes_nothing(database_url: str) -> None:
+    _, victim_chat = await create_user_with_chat(database_url)
+    intruder, _ = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        theirs = await post(
+            stack, {"chatId": str(victim_chat), "content": "hi"}, token_for(intruder)
+        )
+        missing = await post(
+            stack, {"chatId": str(uuid.uuid4()), "content": "hi"}, token_for(intruder)
+        )
+    # The same answer for "not yours" and "does not exist": no existence leak.
+    assert_error(theirs, 404, "chat_not_found")
+    assert_error(missing, 404, "chat_not_found")
+    assert theirs.json() == missing.json()
+    assert await fetch(database_url, "select * from message") == []
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"content": "hi"}, 422, "invalid_request"),
+        ({"chatId": "not-a-uuid", "content": "hi"}, 422, "invalid_request"),
+        ({"chatId": "CHAT", "content": ""}, 422, "invalid_request"),
+        ({"chatId": "CHAT", "content": "   "}, 422, "invalid_request"),
+        ({"chatId": "CHAT", "content": "hi", "assistantId": "a:b"}, 422, "invalid_request"),
+        ({"chatId": "CHAT", "content": "hi", "surprise": 1}, 422, "invalid_request"),
+        ({"chatId": "CHAT", "content": "x" * 20_000}, 413, "content_too_large"),
+        ({"chatId": "CHAT", "content": "x" * 70_000}, 413, "payload_too_large"),
+    ],
+)
+async def test_invalid_input_gets_a_clear_json_error(
+    database_url: str, body: dict[str, Any], status: int, code: str
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    if body.get("chatId") == "CHAT":
+        body = {**body, "chatId": str(chat_id)}
+    async with running_stack(database_url) as stack:
+        response = await post(stack, body, token_for(user_id))
+    assert_error(response, status, code)
+    assert await fetch(database_url, "select * from message") == []
+
+
+async def test_a_second_message_while_a_job_runs_is_409(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        first = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1"})
+        assert first[-1][0] == "handoff"
+        second = await post(stack, {"chatId": str(chat_id), "content": "hello?"}, token)
+        assert_error(second, 409, "job_in_progress")
+        # Another assistant in the same chat is not blocked.
+        other = await stack.respond(
+            token, {"chatId": str(chat_id), "content": "hello", "assistantId": "other"}
+        )
+        assert other[-1][0] == "done"
+        await stack.executor.wait_idle()
+        again = await stack.respond(token, {"chatId": str(chat_id), "content": "and now?"})
+        assert again[-1][0] == "done"
+
+
+async def test_resending_the_same_user_message_id_does_not_double_it(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    body = {"chatId": str(chat_id), "content": "hi", "userMessageId": str(uuid.uuid4())}
+    async with running_stack(database_url) as stack:
+        await stack.respond(token_for(user_id), body)
+        response = await post(stack, body, token_for(user_id))
+    assert_error(response, 409, "duplicate_message")
+    rows = await fetch(database_url, "select role from message")
+    assert sorted(r["role"] for r in rows) == ["assistant", "user"]
+
+
+async def test_inngest_endpoint_rejects_unsigned_and_wrongly_signed_calls(
+    database_url: str,
+) -> None:
+    async with running_stack(database_url) as stack:
+        url = "/api/inngest?fnId=handoff-tool-handoff&stepId=step"
+        body = {"event": {"name": "chat/tool_handoff", "data": {}}, "steps": {}, "ctx": {}}
+        unsigned = await stack.http.post(url, json=body)
+        forged = await stack.http.post(
+            url, json=body, headers={"X-Inngest-Signature": f"t={int(time.time())}&s=deadbeef"}
+        )
+    assert unsigned.status_code == 401
+    assert forged.status_code == 401
+    assert await fetch(database_url, "select * from job_runs") == []
+
+
+async def test_healthz(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        response = await stack.http.get("/healthz")
+    assert response.status_code == 200
+    assert response.json() == {"status": "ok"}

@@ -1,0 +1,140 @@
+"""End to end over HTTP: quick path, handoff, background completion, history."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from agent.threads import thread_config, thread_key
+from infra.db import create_pool
+from tests.support import create_user_with_chat, fetch, running_stack, token_for
+
+
+async def durable_messages(
+    database_url: str, chat_id: uuid.UUID, assistant: str = "default"
+) -> list[object]:
+    pool = create_pool(database_url, max_size=1)
+    await pool.open()
+    try:
+        saver = AsyncPostgresSaver(pool)
+        found = await saver.aget_tuple(thread_config(thread_key(chat_id, assistant)))
+        assert found is not None
+        return list(found.checkpoint["channel_values"]["messages"])
+    finally:
+        await pool.close()
+
+
+async def test_tool_turn_streams_hands_off_and_completes_in_background(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        token = token_for(user_id)
+        # GIVEN a new chat, WHEN the user asks for a tool
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "/calc 2*21"})
+
+        # THEN the stream is metadata, tokens, handoff
+        names = [name for name, _ in events]
+        assert names[0] == "metadata"
+        assert names[-1] == "handoff"
+        assert names.count("token") >= 1
+        assert set(names[1:-1]) == {"token"}
+        meta, handoff = events[0][1], events[-1][1]
+        assert meta["threadId"] == f"{chat_id}:default"
+        assert handoff["assistantMessageId"] == meta["assistantMessageId"]
+        assert handoff["status"] == "queued"
+
+        # AND the background function finishes the message
+        await stack.executor.wait_idle()
+        [message] = await fetch(
+            database_url, "select * from message where id = %s", meta["assistantMessageId"]
+        )
+        assert message["status"] == "completed"
+        assert "42" in message["content"]
+        assert message["content"].startswith("".join(d["text"] for n, d in events if n == "token"))
+        assert await fetch(database_url, "select * from message_draft") == []
+        [job] = await fetch(database_url, "select * from job_runs")
+        assert job["status"] == "completed"
+        assert job["idempotency_key"] == handoff["eventId"]
+        assert job["event_sent_at"] is not None
+
+        # AND the durable checkpoint holds the whole conversation
+        history = await durable_messages(database_url, chat_id)
+        assert [type(m) for m in history] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+        assert history[2].content == "42"  # type: ignore[attr-defined]
+
+        # WHEN the user sends a second turn THEN the agent sees the first turn
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "thanks!"})
+        assert events[-1][0] == "done"
+        history = await durable_messages(database_url, chat_id)
+        assert len(history) == 6
+        assert history[0].content == "/calc 2*21"  # type: ignore[attr-defined]
+        assert history[4].content == "thanks!"  # type: ignore[attr-defined]
+
+
+async def test_plain_message_finishes_on_the_quick_path(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    message_id = uuid.uuid4()
+    async with running_stack(database_url) as stack:
+        events = await stack.respond(
+            token_for(user_id),
+            {"chatId": str(chat_id), "content": "hello there", "userMessageId": str(message_id)},
+        )
+        name, done = events[-1]
+        assert name == "done"
+        assert done["status"] == "completed"
+        assert done["content"] == 'You said: "hello there"'
+        assert "".join(d["text"] for n, d in events if n == "token") == done["content"]
+        assert stack.executor.runs() == []
+    assert await fetch(database_url, "select * from job_runs") == []
+    rows = await fetch(
+        database_url, "select id, role, status, content from message order by created_at"
+    )
+    assert [(r["role"], r["status"]) for r in rows] == [
+        ("user", "completed"),
+        ("assistant", "completed"),
+    ]
+    assert rows[0]["id"] == message_id
+    assert rows[1]["content"] == done["content"]
+    history = await durable_messages(database_url, chat_id)
+    assert [m.content for m in history] == ["hello there", done["content"]]  # type: ignore[attr-defined]
+
+
+async def test_assistants_in_one_chat_keep_separate_histories(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        for assistant, content in [("alpha", "one"), ("beta", "two"), ("alpha", "three")]:
+            events = await stack.respond(
+                token, {"chatId": str(chat_id), "content": content, "assistantId": assistant}
+            )
+            assert events[-1][0] == "done"
+    alpha = await durable_messages(database_url, chat_id, "alpha")
+    beta = await durable_messages(database_url, chat_id, "beta")
+    assert [m.content for m in alpha if isinstance(m, HumanMessage)] == ["one", "three"]
+    assert [m.content for m in beta if isinstance(m, HumanMessage)] == ["two"]
+
+
+async def test_client_that_disconnects_mid_stream_still_gets_its_turn(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, scripted_token_delay_ms=50) as stack:
+        # GIVEN a stream that has started, WHEN the client goes away after the first event
+        async with stack.http.stream(
+            "POST",
+            "/api/chat/respond",
+            json={"chatId": str(chat_id), "content": "/calc 2*21"},
+            headers={"Authorization": f"Bearer {token_for(user_id)}"},
+        ) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("event: metadata"):
+                    break
+        # THEN the turn is still handed off and completed in the background
+        for _ in range(100):
+            if stack.executor.runs():
+                break
+            await asyncio.sleep(0.05)
+        await stack.executor.wait_idle()
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "completed"
+    assert "42" in message["content"]
