@@ -1,0 +1,73 @@
+"""Real Postgres for tests and the reliability runner: a server, a migrated template, clones.
+
+The server is DATABASE_URL's, else an embedded one. Every test (or scenario run) gets a fresh
+database cloned from a migrated template, so runs never see each other's rows and cloning costs
+milliseconds rather than a migration run.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from infra.embedded_pg import start_embedded_postgres
+from infra.migrate import migrate
+from infra.settings import Settings
+
+
+def with_database(url: str, name: str) -> str:
+    return make_conninfo(url, dbname=name)
+
+
+def resolve_server_url() -> str:
+    url = Settings().database_url
+    if url:
+        return url
+    return start_embedded_postgres(Path(tempfile.gettempdir()) / f"handoff-test-pg-{os.getuid()}")
+
+
+async def _admin(server_url: str, statement: sql.Composed) -> None:
+    async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as conn:
+        await conn.execute(statement)
+
+
+async def _drop(server_url: str, name: str) -> None:
+    await _admin(
+        server_url, sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
+    )
+
+
+@asynccontextmanager
+async def migrated_template(server_url: str) -> AsyncIterator[str]:
+    name = f"handoff_tpl_{uuid.uuid4().hex[:12]}"
+    await _admin(server_url, sql.SQL("create database {}").format(sql.Identifier(name)))
+    try:
+        await migrate(with_database(server_url, name))
+        yield name
+    finally:
+        await _drop(server_url, name)
+
+
+@asynccontextmanager
+async def fresh_database(server_url: str, template: str) -> AsyncIterator[str]:
+    name = f"handoff_t_{uuid.uuid4().hex[:12]}"
+    await _admin(
+        server_url,
+        sql.SQL("create database {} template {}").format(
+            sql.Identifier(name), sql.Identifier(template)
+        ),
+    )
+    try:
+        url = with_database(server_url, name)
+        await migrate(url)  # nothing to apply; re-points the role's search_path in this database
+        yield url
+    finally:
+        await _drop(server_url, name)
