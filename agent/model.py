@@ -29,12 +29,15 @@ _TOOL_LINE = re.compile(r"^/(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:[ \t]+(?P<args>.*
 QUOTE_LIMIT = 100_000
 
 
+ROUND_BREAK = "/then"
+
+
 def parse_tool_lines(text: str) -> list[tuple[str, dict[str, Any]]]:
     """Each `/<tool> <args>` line: args are a JSON object if they start with `{`, else input."""
     calls: list[tuple[str, dict[str, Any]]] = []
     for line in text.splitlines():
         match = _TOOL_LINE.match(line.strip())
-        if not match:
+        if not match or line.strip() == ROUND_BREAK:
             continue
         raw = (match.group("args") or "").strip()
         args: dict[str, Any]
@@ -48,6 +51,21 @@ def parse_tool_lines(text: str) -> list[tuple[str, dict[str, Any]]]:
             args = {"input": raw}
         calls.append((match.group("name"), args))
     return calls
+
+
+def parse_tool_rounds(text: str, known: set[str]) -> list[list[tuple[str, dict[str, Any]]]]:
+    """Tool lines grouped into rounds: a `/then` line starts the next round."""
+    rounds: list[list[tuple[str, dict[str, Any]]]] = []
+    current: list[str] = []
+    for line in [*text.splitlines(), ROUND_BREAK]:
+        if line.strip() != ROUND_BREAK:
+            current.append(line)
+            continue
+        calls = [c for c in parse_tool_lines("\n".join(current)) if c[0] in known]
+        if calls:
+            rounds.append(calls)
+        current = []
+    return rounds
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -73,29 +91,36 @@ class ScriptedChatModel(BaseChatModel):
         self, messages: list[BaseMessage], tool_names: Sequence[str] | None
     ) -> tuple[str, list[dict[str, Any]]]:
         """(text, tool calls) for the conversation so far."""
+        human_at = next(
+            (i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)),
+            None,
+        )
+        human = messages[human_at] if human_at is not None else None
+        text = str(human.content) if human else ""
+        turn = messages[human_at + 1 :] if human_at is not None else messages
+        rounds_done = sum(1 for m in turn if isinstance(m, AIMessage) and m.tool_calls)
+        rounds = parse_tool_rounds(text, set(tool_names or []))
         tail: list[ToolMessage] = []
         for message in reversed(messages):
             if not isinstance(message, ToolMessage):
                 break
             tail.append(message)
-        if tail:
-            parts = [
-                f"{m.name or 'tool'} returned {str(m.content)[:QUOTE_LIMIT]!s}."
-                for m in reversed(tail)
-            ]
-            return "Here is what I found: " + " ".join(parts), []
-        human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
-        text = str(human.content) if human else ""
-        known = set(tool_names or [])
-        calls = [(name, args) for name, args in parse_tool_lines(text) if name in known]
-        if not calls:
+        found = " ".join(
+            f"{m.name or 'tool'} returned {str(m.content)[:QUOTE_LIMIT]!s}." for m in reversed(tail)
+        )
+        if rounds_done >= len(rounds):
+            if tail:
+                return "Here is what I found: " + found, []
             return f'You said: "{text}"', []
+        calls = rounds[rounds_done]
         names = ", ".join(dict.fromkeys(name for name, _ in calls))
         seed = hashlib.sha256(f"{human.id if human else ''}:{text}".encode()).hexdigest()
         tool_calls = [
             {"name": name, "args": args, "id": f"call_{seed[:12]}_{len(messages)}_{i}"}
             for i, (name, args) in enumerate(calls)
         ]
+        if tail:
+            return f"So far: {found} Next, let me use {names}.", tool_calls
         return f"Let me use {names} for that.", tool_calls
 
     def _chunks(

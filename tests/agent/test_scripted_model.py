@@ -26,6 +26,7 @@ from agent.model import (
     create_model_from_config,
     model_config,
     parse_tool_lines,
+    parse_tool_rounds,
 )
 from agent.snapshot import APOLOGY, PARAGRAPH_BREAK, ToolProgress, render_agent_snapshot
 from agent.state import AgentState
@@ -252,6 +253,44 @@ async def test_summary_quotes_every_parallel_result() -> None:
     summary = str(last_ai(state).content)
     assert "42" in summary
     assert "7" in summary
+
+
+async def test_then_line_starts_a_second_tool_round_after_the_first_results() -> None:
+    graph, config = make_graph(interrupt_before_tools=False), new_thread()
+
+    # WHEN one message asks for two parallel calls, then (after their results) a third
+    state = await run_turn(graph, config, "/calc 2*21\n/calc 10-3\n/then\n/calc 6*7")
+
+    # THEN the model made two rounds: two calls, then one, and summarised the last
+    kinds = [type(m) for m in state["messages"]]
+    assert kinds == [
+        HumanMessage,
+        AIMessage,
+        ToolMessage,
+        ToolMessage,
+        AIMessage,
+        ToolMessage,
+        AIMessage,
+    ]
+    first, second = state["messages"][1], state["messages"][4]
+    assert isinstance(first, AIMessage)
+    assert isinstance(second, AIMessage)
+    assert [c["args"] for c in first.tool_calls] == [{"input": "2*21"}, {"input": "10-3"}]
+    assert [c["args"] for c in second.tool_calls] == [{"input": "6*7"}]
+    assert (
+        str(second.content) == "So far: calc returned 42. calc returned 7. Next, let me use calc."
+    )
+    ids = [c["id"] for c in [*first.tool_calls, *second.tool_calls]]
+    assert len(set(ids)) == 3
+    assert str(last_ai(state).content) == "Here is what I found: calc returned 42."
+
+
+def test_parse_tool_rounds_skips_empty_rounds_and_unknown_tools() -> None:
+    text = "/then\nhello\n/calc 1\n/nope x\n/then\n/then\n/sleep 0"
+    assert parse_tool_rounds(text, {"calc", "sleep"}) == [
+        [("calc", {"input": "1"})],
+        [("sleep", {"input": "0"})],
+    ]
 
 
 # --- the round cap ---------------------------------------------------------------------------
