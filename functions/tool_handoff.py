@@ -37,6 +37,7 @@ from infra.checkpoints import durable_saver
 from infra.drafts import DraftWriter
 from infra.events import HANDOFF_EVENT, HandoffPayload
 from infra.runtime import Services
+from infra.tool_results import ToolResult, fetch_result, store_result
 
 logger = logging.getLogger(__name__)
 
@@ -53,12 +54,6 @@ class Plan(TypedDict):
 
 class Claim(Plan):
     claimed: bool
-
-
-class ToolResult(TypedDict):
-    id: str
-    name: str
-    content: str
 
 
 def plan_from(state: StateSnapshot) -> Plan:
@@ -122,14 +117,24 @@ def create_tool_handoff(
             return {"claimed": True, **plan_from(state)}
 
         async def run_tool(call: dict[str, Any]) -> ToolResult:
+            pool = await services.pool()
+            # A call that already ran (a replay of a failed job, a retry after a lost step
+            # output) is not run again: its stored result is the result.
+            stored = await fetch_result(pool, thread_id, call["id"])
+            if stored is not None:
+                return stored
             tool = tools_by_name.get(call["name"])
             if tool is None:
                 raise inngest.NonRetriableError(f"unknown tool {call['name']!r}")
             try:
-                output = await tool.ainvoke(call["args"])
+                # Invoked as a tool call, so a tool can take the call id (InjectedToolCallId)
+                # as the idempotency key of whatever it does outside.
+                output = await tool.ainvoke({**call, "type": "tool_call"})
             except (ToolInputError, ValidationError) as exc:
                 raise inngest.NonRetriableError(f"invalid input for {call['name']}") from exc
-            return {"id": call["id"], "name": call["name"], "content": str(output)}
+            content = output.content if isinstance(output, ToolMessage) else output
+            result = ToolResult(id=call["id"], name=call["name"], content=str(content))
+            return await store_result(pool, thread_id, result)
 
         async def model_round(results: list[ToolResult]) -> Plan:
             graph = await graph_for(payload)

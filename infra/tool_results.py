@@ -1,0 +1,44 @@
+"""The first result of each tool call, stored durably so no run executes a call twice.
+
+Inngest memoizes a step's output per run only: a dashboard replay starts a new run with no
+memo, and a step whose output was lost (crash, timeout) runs again. Keyed by thread and tool call
+id, the first stored result wins and every later attempt reuses it.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+from infra.db import Pool
+
+FETCH_SQL = """
+select tool_call_id as id, name, content from handoff.tool_results
+where thread_id = %s and tool_call_id = %s
+"""
+STORE_SQL = """
+insert into handoff.tool_results (thread_id, tool_call_id, name, content)
+values (%s, %s, %s, %s)
+on conflict (thread_id, tool_call_id) do nothing
+"""
+
+
+class ToolResult(TypedDict):
+    id: str
+    name: str
+    content: str
+
+
+async def fetch_result(pool: Pool, thread_id: str, tool_call_id: str) -> ToolResult | None:
+    async with pool.connection() as conn:
+        row = await (await conn.execute(FETCH_SQL, (thread_id, tool_call_id))).fetchone()
+    return ToolResult(id=row["id"], name=row["name"], content=row["content"]) if row else None
+
+
+async def store_result(pool: Pool, thread_id: str, result: ToolResult) -> ToolResult:
+    """Store `result` unless a concurrent attempt stored one first; returns the stored one."""
+    async with pool.connection() as conn:
+        await conn.execute(STORE_SQL, (thread_id, result["id"], result["name"], result["content"]))
+    stored = await fetch_result(pool, thread_id, result["id"])
+    if stored is None:
+        raise RuntimeError(f"tool result {result['id']} vanished after it was stored")
+    return stored
