@@ -12,6 +12,7 @@ from langchain_core.tools import BaseTool
 
 from agent.tools import demo_tools
 from functions.client import create_inngest_client
+from functions.outbox_relay import create_outbox_relay
 from functions.tool_handoff import create_tool_handoff
 from handlers import respond
 from handlers.auth import Authenticator
@@ -51,7 +52,10 @@ def create_app(settings: Settings | None = None, *, tools: list[BaseTool] | None
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    functions = [create_tool_handoff(client, services, tools)]
+    functions = [
+        create_tool_handoff(client, services, tools),
+        create_outbox_relay(client, services),
+    ]
     app.state.inngest_functions = functions
     inngest.fast_api.serve(app, client, functions, serve_path=INNGEST_PATH)
     return app

@@ -135,13 +135,9 @@ async def _stream_and_persist(
             )
     except psycopg.errors.UniqueViolation as exc:
         raise JobAlreadyActive(turn.chat_id) from exc
-    # Committed first: the job row is the outbox. If this send fails the row still says
-    # event_sent_at is null, and a re-send with the same id is harmless.
-    try:
-        await send_handoff(events, event_id, payload)
-        await chat_store.mark_event_sent(pool, event_id)
-    except Exception:
-        logger.exception("handoff event not sent; left in the outbox", extra=turn.log)
+    # Committed: the turn is durable, so the client hears it at once. The job row is the
+    # outbox: if the send below fails, event_sent_at stays null and the outbox relay re-sends
+    # with the same id, which Inngest deduplicates.
     await emit(
         "handoff",
         {
@@ -150,6 +146,11 @@ async def _stream_and_persist(
             "status": "queued",
         },
     )
+    try:
+        await send_handoff(events, event_id, payload)
+        await chat_store.mark_events_sent(pool, [event_id])
+    except Exception:
+        logger.exception("handoff event not sent; left in the outbox", extra=turn.log)
 
 
 async def _insert_reply(

@@ -24,8 +24,6 @@ from infra.chat_store import ChatId, MessageId
 
 router = APIRouter()
 
-FINAL_EVENTS = frozenset({"handoff", "done", "error"})
-
 
 class RespondRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
@@ -78,14 +76,15 @@ async def respond(
 
     async def emit(event: str, data: dict[str, Any]) -> None:
         queue.put_nowait(sse(event, data))
-        if event in FINAL_EVENTS:
-            queue.put_nowait(None)
 
     state = request.app.state
     # Detached from the response: the turn completes even if the client disconnects.
     task = asyncio.create_task(run_turn(turn, services, state.events, state.tools, emit))
     state.turns.add(task)
     task.add_done_callback(state.turns.discard)
+    # The stream stays open until the turn's work is done (the handoff event sent), so a
+    # platform that freezes the process once the response ends cannot freeze it half-way.
+    task.add_done_callback(lambda _: queue.put_nowait(None))
 
     async def stream() -> AsyncIterator[bytes]:
         while (item := await queue.get()) is not None:

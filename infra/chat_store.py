@@ -52,14 +52,23 @@ values (%s, %s, %s, 'queued', %s, %s, %s)
 """
 MARK_EVENT_SENT_SQL = """
 update public.job_runs set event_sent_at = now(), updated_at = now()
-where idempotency_key = %s and event_sent_at is null
+where idempotency_key = any(%s) and event_sent_at is null
+"""
+# Younger rows are left to the request that created them, which sends right after its commit.
+UNSENT_JOBS_SQL = """
+select idempotency_key, payload from public.job_runs
+where event_sent_at is null and status = 'queued'
+  and created_at < now() - make_interval(secs => %(older_than_s)s)
+order by created_at
+limit %(limit)s
 """
 # A run may take a queued job, a failed one (a dashboard replay resumes it), or one it already
-# holds (its own retry after the claim committed but the step's result was lost).
+# holds (its own retry after the claim committed but the step's result was lost). A claim proves
+# the event arrived, so it also takes the job out of the outbox.
 CLAIM_JOB_SQL = """
 update public.job_runs
 set status = 'processing', run_id = %(run_id)s, attempt = attempt + 1, error = null,
-    updated_at = now()
+    event_sent_at = coalesce(event_sent_at, now()), updated_at = now()
 where idempotency_key = %(key)s
   and (status in ('queued', 'error') or (status = 'processing' and run_id = %(run_id)s))
 returning id, chat_id, assistant_id, root_message_id, payload
@@ -182,9 +191,24 @@ async def insert_job(
     )
 
 
-async def mark_event_sent(pool: Pool, idempotency_key: str) -> None:
+async def mark_events_sent(pool: Pool, idempotency_keys: list[str]) -> None:
     async with pool.connection() as conn:
-        await conn.execute(MARK_EVENT_SENT_SQL, (idempotency_key,))
+        await conn.execute(MARK_EVENT_SENT_SQL, (idempotency_keys,))
+
+
+@dataclass(frozen=True)
+class UnsentJob:
+    idempotency_key: str
+    payload: dict[str, Any]
+
+
+async def unsent_jobs(pool: Pool, *, older_than_s: float, limit: int) -> list[UnsentJob]:
+    """Queued jobs whose event was never confirmed sent, oldest first."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(UNSENT_JOBS_SQL, {"older_than_s": older_than_s, "limit": limit})
+        ).fetchall()
+    return [UnsentJob(r["idempotency_key"], r["payload"]) for r in rows]
 
 
 async def claim_job(pool: Pool, idempotency_key: str, run_id: str) -> JobClaim | None:

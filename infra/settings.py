@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     draft_interval_ms: int = Field(default=250, ge=0)
     draft_max_bytes: int = Field(default=2048, gt=0)
     db_pool_max_size: int = Field(default=10, gt=0)
+    # The outbox relay re-sends handoff events no request confirmed after this long.
+    outbox_grace_s: float = Field(default=10.0, ge=0)
 
     @property
     def inngest_is_dev_server(self) -> bool:

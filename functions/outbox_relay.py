@@ -1,0 +1,52 @@
+"""`outbox-relay`: re-send handoff events that were committed but never confirmed sent.
+
+The respond handler commits the job row first and sends the event after; a crash or an Inngest
+outage in between leaves the row with `event_sent_at` null. This cron function sends those
+events again with the same ids: Inngest drops an id it has already seen, and the job claim
+turns any run that still slips through into a no-op.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import inngest
+
+from infra import chat_store
+from infra.events import HANDOFF_EVENT
+from infra.runtime import Services
+
+logger = logging.getLogger(__name__)
+
+FUNCTION_ID = "outbox-relay"
+SCHEDULE = "* * * * *"
+BATCH = 100
+
+
+def create_outbox_relay(client: inngest.Inngest, services: Services) -> inngest.Function[Any]:
+    settings = services.settings
+
+    async def resend() -> int:
+        pool = await services.pool()
+        jobs = await chat_store.unsent_jobs(pool, older_than_s=settings.outbox_grace_s, limit=BATCH)
+        if not jobs:
+            return 0
+        await client.send(
+            [inngest.Event(id=j.idempotency_key, name=HANDOFF_EVENT, data=j.payload) for j in jobs]
+        )
+        await chat_store.mark_events_sent(pool, [j.idempotency_key for j in jobs])
+        logger.warning("re-sent unsent handoff events", extra={"count": len(jobs)})
+        return len(jobs)
+
+    @client.create_function(
+        fn_id=FUNCTION_ID,
+        trigger=inngest.TriggerCron(cron=SCHEDULE),
+        # One relay at a time: two would only send the same ids twice.
+        concurrency=[inngest.Concurrency(limit=1)],
+        retries=2,
+    )
+    async def outbox_relay(ctx: inngest.Context) -> dict[str, int]:
+        return {"resent": await ctx.step.run("resend", resend)}
+
+    return outbox_relay
