@@ -16,12 +16,17 @@ server roles against the app's real serve endpoint, over real HTTP:
   ``disable_immediate_execution``; a finally failed run emits
   ``inngest/function.failed``, which reaches ``on_failure`` handlers; keyed
   ``concurrency`` limits how many SDK requests are in flight per key value.
+* Cron schedules fire at the top of each UTC minute that matches (see ``infra.cron`` for
+  the syntax), while ``schedules=True``; ``fire()`` runs a cron function at once.
+* Faults, for reliability tests: ``drop_step_output()`` discards the SDK's answer for a
+  named step once it has run (a crash before the result was memoized), and
+  ``refuse_events()`` makes the intake answer 503 (an Inngest outage).
 
 NOT simulated (do not infer production behaviour from these):
 
 * ``step.sleep``/``sleep_until``, ``step.wait_for_event``, ``step.invoke``,
   ``step.ai.*``: the run fails with error name ``LocalInngestUnsupported``.
-* Cron triggers (never fire). Trigger ``expression`` filters other than
+* Trigger ``expression`` filters other than
   ``event.<path> == '<string>'`` are rejected at construction; event-name wildcards
   only as a trailing ``*``.
 * Batching, debounce, rate limits, throttle, priority, singleton, cancellation
@@ -55,6 +60,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 import httpx
@@ -67,12 +73,15 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from infra.cron import Cron
+
 _log = logging.getLogger(__name__)
 
 RunStatus = Literal["running", "completed", "failed"]
 JSONDict = dict[str, Any]
 
 FUNCTION_FAILED_EVENT = "inngest/function.failed"
+SCHEDULED_EVENT = "inngest/scheduled.timer"
 # Inngest's documented default when a function sets no `retries`.
 DEFAULT_RETRIES = 4
 # RunRecord.attempts key for requests that ended the run (200/500) rather than a step.
@@ -144,6 +153,7 @@ class _AbortRunError(Exception):
 class _Target:
     fn_id: str
     triggers: tuple[tuple[str, Callable[[Mapping[str, Any]], bool] | None], ...]
+    crons: tuple[tuple[str, Cron], ...]
     max_attempts: int
     concurrency: tuple[inngest.Concurrency, ...]
     is_failure_handler: bool
@@ -183,10 +193,16 @@ def _targets(functions: Sequence[inngest.Function[Any]], serve_url: str) -> list
                 for t in fc.triggers
                 if isinstance(t, inngest.TriggerEvent)
             )
+            crons = tuple(
+                (t.cron, Cron.parse(t.cron))
+                for t in fc.triggers
+                if isinstance(t, inngest.TriggerCron)
+            )
             out.append(
                 _Target(
                     fn_id=fc.id,
                     triggers=triggers,
+                    crons=crons,
                     max_attempts=(DEFAULT_RETRIES if retries is None else retries.attempts) + 1,
                     concurrency=tuple(fc.concurrency or ()),
                     is_failure_handler=fc is config.on_failure,
@@ -234,6 +250,7 @@ class LocalInngest:
         app_id: str,
         retry_backoff: Sequence[float] = (0.05, 0.2, 1.0),
         request_timeout: float = 120.0,
+        schedules: bool = True,
     ) -> None:
         if not retry_backoff:
             raise ValueError("retry_backoff needs at least one delay")
@@ -253,6 +270,10 @@ class LocalInngest:
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: dict[str, asyncio.Semaphore] = {}
         self._http: httpx.AsyncClient | None = None
+        self._schedules = schedules
+        self._scheduler: asyncio.Task[None] | None = None
+        self._dropped_outputs: dict[str, int] = {}
+        self._refused_events = 0
         self.intake: ASGIApp = Starlette(
             routes=[Route("/e/{event_key}", self._intake_post, methods=["POST"])]
         )
@@ -260,8 +281,14 @@ class LocalInngest:
     async def start(self) -> None:
         if self._http is None:
             self._http = httpx.AsyncClient(timeout=self._timeout)
+        if self._schedules and self._scheduler is None and any(t.crons for t in self._targets):
+            self._scheduler = asyncio.get_running_loop().create_task(self._run_schedules())
 
     async def stop(self) -> None:
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            await asyncio.gather(self._scheduler, return_exceptions=True)
+            self._scheduler = None
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -313,10 +340,42 @@ class LocalInngest:
             raise ValueError(f"event {event_id!r} matches {len(targets)} functions")
         return self._start_run(targets[0], event)
 
+    def fire(self, function_id: str) -> str:
+        """Run a cron function now, as the dashboard's "Invoke" does; returns the run id."""
+        [target] = [t for t in self._targets if t.fn_id == function_id and t.crons]
+        return self._start_run(target, self._scheduled_event(target.crons[0][0]))
+
+    def due(self, at: datetime) -> list[str]:
+        """Ids of the functions whose cron schedule fires in the minute of `at` (UTC)."""
+        return [t.fn_id for t in self._targets if any(c.matches(at) for _, c in t.crons)]
+
+    def drop_step_output(self, step: str, times: int = 1) -> None:
+        """Discard the SDK's answer for step `step` (display name, or FUNCTION_ATTEMPT_KEY for
+        the run's final answer) the next `times` times it arrives, after the step has run:
+        as if the process died before the executor memoized the result."""
+        self._dropped_outputs[step] = self._dropped_outputs.get(step, 0) + times
+
+    def refuse_events(self, count: int) -> None:
+        """The next `count` event posts get 503 and are not accepted (an Inngest outage)."""
+        self._refused_events += count
+
+    async def _run_schedules(self) -> None:
+        while True:
+            await asyncio.sleep(60 - time.time() % 60 + 0.001)
+            for function_id in self.due(datetime.now(UTC)):
+                self.fire(function_id)
+
+    @staticmethod
+    def _scheduled_event(expression: str) -> JSONDict:
+        return _normalize_event({"name": SCHEDULED_EVENT, "data": {"cron": expression}})
+
     async def _intake_post(self, request: Request) -> JSONResponse:
         given = str(request.path_params["event_key"]).encode()
         if not hmac.compare_digest(given, self._event_key.encode()):
             return JSONResponse({"error": "event key not found", "status": 401}, 401)
+        if self._refused_events > 0:
+            self._refused_events -= 1
+            return JSONResponse({"error": "unavailable (refuse_events)", "status": 503}, 503)
         if self._http is None:
             return JSONResponse({"error": "LocalInngest not started", "status": 503}, 503)
         try:
@@ -481,11 +540,29 @@ class LocalInngest:
             msg = f"HTTP {res.status_code} without a valid SDK signature: {res.text[:300]}"
             return _Reply("transport", _error("LocalInngestTransportError", msg))
         no_retry = res.headers.get("x-inngest-no-retry") == "true"
+        if self._drop_output(res.status_code, parsed):
+            return _Reply("transport", _error("LocalInngestTransportError", "output dropped"))
         if res.status_code == 206 and isinstance(parsed, list):
             return _Reply("ops", [op for op in parsed if isinstance(op, dict)], no_retry)
         if res.status_code == 200:
             return _Reply("done", parsed)
         return _Reply("error", parsed, no_retry)
+
+    def _drop_output(self, status: int, parsed: Any) -> bool:
+        if status == 206 and isinstance(parsed, list):
+            names = [
+                str(op.get("displayName") or op.get("id"))
+                for op in parsed
+                if isinstance(op, dict) and op.get("op") == "StepRun"
+            ]
+        else:
+            names = [FUNCTION_ATTEMPT_KEY] if status == 200 else []
+        for name in names:
+            if self._dropped_outputs.get(name, 0) > 0:
+                self._dropped_outputs[name] -= 1
+                _log.warning("dropping the output of step %r (fault injection)", name)
+                return True
+        return False
 
     def _signed_by_sdk(self, res: httpx.Response) -> bool:
         parsed = urllib.parse.parse_qs(res.headers.get("x-inngest-signature", ""))

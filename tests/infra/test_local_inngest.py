@@ -145,7 +145,15 @@ def build_functions(client: inngest.Inngest) -> list[inngest.Function[Any]]:
     async def sleepy(ctx: inngest.Context) -> None:
         await ctx.step.sleep("nap", datetime.timedelta(seconds=1))
 
-    return [seq, par, flaky, doomed, exhausted, chat, sleepy]
+    @client.create_function(fn_id="ticker", trigger=inngest.TriggerCron(cron="*/5 * * * *"))
+    async def ticker(ctx: inngest.Context) -> str:
+        async def tick() -> str:
+            _bump(f"{ctx.run_id}:tick")
+            return str(ctx.event.name)
+
+        return await ctx.step.run("tick", tick)
+
+    return [seq, par, flaky, doomed, exhausted, chat, sleepy, ticker]
 
 
 @dataclasses.dataclass
@@ -194,6 +202,8 @@ async def harness() -> AsyncIterator[Harness]:
         functions=functions,
         app_id=APP_ID,
         retry_backoff=(0.02, 0.05, 0.1),
+        # A schedule firing mid-test would add runs; tests fire the cron function themselves.
+        schedules=False,
     )
     async with (
         local,
@@ -292,6 +302,48 @@ async def test_duplicate_event_id_starts_one_run_and_replay_starts_another(
     assert replay_id != first.run_id
     assert all(r.status == "completed" and r.output == first.output for r in runs)
     assert CALLS[f"{replay_id}:a"] == 1
+
+
+async def test_fire_runs_a_cron_function_now_with_the_scheduled_event(harness: Harness) -> None:
+    run_id = harness.local.fire(f"{APP_ID}-ticker")
+    await harness.local.wait_idle(timeout=10)
+    [run] = [r for r in harness.local.runs() if r.run_id == run_id]
+    assert run.status == "completed"
+    assert run.output == "inngest/scheduled.timer"
+    assert CALLS[f"{run_id}:tick"] == 1
+
+
+def test_cron_functions_are_due_in_the_minutes_their_schedule_names(harness: Harness) -> None:
+    at = datetime.datetime(2026, 11, 22, 9, 10, 30, tzinfo=datetime.UTC)
+    assert harness.local.due(at) == [f"{APP_ID}-ticker"]
+    assert harness.local.due(at.replace(minute=11)) == []
+
+
+async def test_a_dropped_step_output_runs_the_step_again_and_the_run_completes(
+    harness: Harness,
+) -> None:
+    # GIVEN the answer for step "a" is lost once after the step ran (a crash before the memo)
+    harness.local.drop_step_output("a")
+    run = harness.only_run(await harness.send("test/seq", {"n": 3}))
+    # THEN the step ran twice (at-least-once), and the run completed as if nothing happened
+    assert run.status == "completed"
+    assert run.output == {"a": {"n": 3}, "b": [1, "x"]}
+    assert CALLS[f"{run.run_id}:a"] == 2
+    assert CALLS[f"{run.run_id}:b"] == 1
+    assert run.attempts["a"] == 2
+
+
+async def test_refused_events_fail_the_send_and_are_not_run(harness: Harness) -> None:
+    # The SDK tries a send five times before it gives up.
+    harness.local.refuse_events(5)
+    event_id = f"refused-{uuid.uuid4().hex}"
+    with pytest.raises(Exception, match="unavailable"):
+        await harness.client.send(inngest.Event(name="test/seq", data={"n": 1}, id=event_id))
+    await harness.local.wait_idle(timeout=10)
+    assert harness.runs_for(event_id) == []
+    # The same event sent again once the intake is back runs once.
+    assert await harness.send("test/seq", {"n": 1}, event_id) == event_id
+    assert len(harness.runs_for(event_id)) == 1
 
 
 async def test_unsupported_opcode_fails_the_run_clearly(harness: Harness) -> None:
