@@ -1,11 +1,9 @@
-"""Migrations, RLS as PostgREST runs it, the draft writer and checkpoint copies."""
+"""Migrations, the draft writer and checkpoint copies (RLS: tests/security/test_rls.py)."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import AsyncIterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -54,20 +52,6 @@ async def test_migrations_are_idempotent(database_url: str) -> None:
     assert {p["tablename"] for p in published} == {"message", "message_draft"}
 
 
-async def as_role(
-    database_url: str, role: str, user_id: uuid.UUID | None, query: str, *params: Any
-) -> list[tuple[Any, ...]]:
-    """Run a statement the way PostgREST does for a request with these claims."""
-    async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
-        claims = {"sub": str(user_id), "role": role} if user_id else {"role": role}
-        await conn.execute(
-            "select set_config('request.jwt.claims', %s, true)", (json.dumps(claims),)
-        )
-        await conn.execute(f"set local role {role}")
-        cursor = await conn.execute(query, params)
-        return await cursor.fetchall() if cursor.description else []
-
-
 async def seed_chat_rows(database_url: str) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
     user_id, chat_id = await create_user_with_chat(database_url)
     message_id = uuid.uuid4()
@@ -87,58 +71,6 @@ async def seed_chat_rows(database_url: str) -> tuple[uuid.UUID, uuid.UUID, uuid.
             (chat_id, message_id, str(uuid.uuid4())),
         )
     return user_id, chat_id, message_id
-
-
-async def test_rls_keeps_each_user_to_their_own_chats(database_url: str) -> None:
-    owner, chat_id, message_id = await seed_chat_rows(database_url)
-    other, _ = await create_user_with_chat(database_url)
-    for table in ("chat", "message", "message_draft", "job_runs"):
-        query = f"select * from public.{table}"  # noqa: S608 - fixed table names
-        assert len(await as_role(database_url, "authenticated", owner, query)) >= 1, table
-        assert (
-            await as_role(
-                database_url,
-                "authenticated",
-                other,
-                query + " where true and " + ("id" if table == "chat" else "chat_id") + " = %s",
-                chat_id,
-            )
-            == []
-        )
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            await as_role(database_url, "anon", None, query)
-    # Writes into someone else's chat fail the policy check.
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        await as_role(
-            database_url,
-            "authenticated",
-            other,
-            "insert into public.message (chat_id, role, content) values (%s, 'user', 'hi')",
-            chat_id,
-        )
-    updated = await as_role(
-        database_url,
-        "authenticated",
-        other,
-        "update public.message set content = 'pwned' where id = %s returning id",
-        message_id,
-    )
-    assert updated == []
-    # Drafts and jobs are written by the service only.
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        await as_role(
-            database_url,
-            "authenticated",
-            owner,
-            "update public.message_draft set draft_content = 'x' where message_id = %s",
-            message_id,
-        )
-
-
-@pytest.mark.parametrize("role", ["anon", "authenticated"])
-async def test_checkpoint_schema_is_closed_to_api_roles(database_url: str, role: str) -> None:
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
-        await as_role(database_url, role, uuid.uuid4(), "select * from langgraph.checkpoints")
 
 
 async def test_draft_writer_throttles_and_never_goes_back(database_url: str, pool: Pool) -> None:

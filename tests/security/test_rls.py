@@ -1,0 +1,261 @@
+"""Row-level security as the Data API runs it: who may read and write which rows.
+
+Every attempt runs the way PostgREST runs a request (and as `infra.chat_store.user_transaction`
+does): in a transaction, with `request.jwt.claims` set and `set local role` to the request's
+role. The transaction is then rolled back, so every case starts from the same seeded database.
+
+Each case runs under two sets of table privileges: the ones our migrations grant, and Supabase's,
+whose default privileges give `anon` and `authenticated` every privilege on every table in
+`public`. Under the second, row-level security is the only thing standing between a user and
+someone else's rows, which is how a real project runs.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from tests.databases import fresh_database
+from tests.support import create_user_with_chat
+
+Table = Literal["chat", "message", "message_draft", "job_runs"]
+Operation = Literal["select", "insert", "update", "delete"]
+Actor = Literal["owner", "other_user", "anon"]
+Grants = Literal["our_grants", "supabase_grants"]
+
+TABLES: tuple[Table, ...] = ("chat", "message", "message_draft", "job_runs")
+OPERATIONS: tuple[Operation, ...] = ("select", "insert", "update", "delete")
+ACTORS: tuple[Actor, ...] = ("owner", "other_user", "anon")
+GRANTS: tuple[Grants, ...] = ("our_grants", "supabase_grants")
+
+# What Supabase's `alter default privileges ... in schema public` amounts to for our tables.
+SUPABASE_GRANTS_SQL = "grant all on all tables in schema public to anon, authenticated"
+SET_CLAIMS_SQL = "select set_config('request.jwt.claims', %s, true)"
+SET_ROLE_SQL = {
+    "anon": "set local role anon",
+    "authenticated": "set local role authenticated",
+}
+RESET_ROLE_SQL = "reset role"
+# Everything in the four tables, as the connecting (owning) role sees it, which RLS does not
+# filter: the yardstick for "did this attempt change anything".
+SNAPSHOT_SQL = """
+select json_build_object(
+  'chat', (select json_agg(t order by t.id) from public.chat t),
+  'message', (select json_agg(t order by t.id) from public.message t),
+  'message_draft', (select json_agg(t order by t.message_id) from public.message_draft t),
+  'job_runs', (select json_agg(t order by t.id) from public.job_runs t)
+) as tables
+"""
+CHAT_COLUMN: dict[Table, str] = {
+    "chat": "id",
+    "message": "chat_id",
+    "message_draft": "chat_id",
+    "job_runs": "chat_id",
+}
+# Writes aimed at the owner's rows. The same statement is tried by every actor, so a refusal
+# for the other user means something only because the owner may run it (where the owner may).
+WRITE_SQL: dict[tuple[Table, Operation], str] = {
+    ("chat", "insert"): "insert into public.chat (user_id, title) values (%(user)s, 'planted')",
+    ("chat", "update"): "update public.chat set title = 'changed' where id = %(chat)s",
+    ("chat", "delete"): "delete from public.chat where id = %(chat)s",
+    ("message", "insert"): (
+        "insert into public.message (chat_id, role, content) values (%(chat)s, 'user', 'planted')"
+    ),
+    ("message", "update"): "update public.message set content = 'changed' where chat_id = %(chat)s",
+    ("message", "delete"): "delete from public.message where chat_id = %(chat)s",
+    ("message_draft", "insert"): (
+        "insert into public.message_draft (message_id, chat_id, draft_content)"
+        " values (%(user_message)s, %(chat)s, 'planted')"
+    ),
+    ("message_draft", "update"): (
+        "update public.message_draft set draft_content = 'changed', seq = seq + 1"
+        " where chat_id = %(chat)s"
+    ),
+    ("message_draft", "delete"): "delete from public.message_draft where chat_id = %(chat)s",
+    ("job_runs", "insert"): (
+        "insert into public.job_runs"
+        " (chat_id, root_message_id, status, event_name, idempotency_key, payload)"
+        " values (%(chat)s, %(user_message)s, 'completed', 'chat/tool_handoff', 'planted', '{}')"
+    ),
+    ("job_runs", "update"): (
+        "update public.job_runs set status = 'canceled' where chat_id = %(chat)s"
+    ),
+    ("job_runs", "delete"): "delete from public.job_runs where chat_id = %(chat)s",
+}
+CLOSED_RELATIONS = (
+    "langgraph.checkpoints",
+    "langgraph.checkpoint_blobs",
+    "langgraph.checkpoint_writes",
+    "langgraph.checkpoint_migrations",
+    "handoff.migrations",
+)
+SEED_MESSAGE_SQL = """
+insert into public.message (id, chat_id, role, content, status, parent_message_id)
+values (%s, %s, %s, %s, %s, %s)
+"""
+SEED_DRAFT_SQL = """
+insert into public.message_draft (message_id, chat_id, draft_content, seq) values (%s, %s, 'd', 1)
+"""
+SEED_JOB_SQL = """
+insert into public.job_runs (chat_id, root_message_id, event_name, idempotency_key, payload)
+values (%s, %s, 'chat/tool_handoff', %s, '{}')
+"""
+
+
+def may(actor: Actor, table: Table, operation: Operation) -> bool:
+    """The policy under test: owners read everything of theirs and write chats and messages;
+    drafts and jobs are written by the service only; nobody else touches any of it."""
+    if actor != "owner":
+        return False
+    return operation == "select" or table in ("chat", "message")
+
+
+@dataclass(frozen=True)
+class ChatRows:
+    """A user's chat with a turn in flight: their message, the queued reply, its draft, the job."""
+
+    user_id: uuid.UUID
+    chat_id: uuid.UUID
+    user_message_id: uuid.UUID
+    reply_id: uuid.UUID
+
+    @property
+    def params(self) -> dict[str, uuid.UUID]:
+        return {"user": self.user_id, "chat": self.chat_id, "user_message": self.user_message_id}
+
+
+@dataclass(frozen=True)
+class World:
+    database_url: str
+    owner: ChatRows
+    other_user: ChatRows
+
+
+@dataclass(frozen=True)
+class Outcome:
+    refused: str | None  # the database's error message, when it raised one
+    rows: list[tuple[Any, ...]]
+    rowcount: int
+    changed: bool
+
+
+async def seed_chat_rows(database_url: str) -> ChatRows:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    user_message_id, reply_id = uuid.uuid4(), uuid.uuid4()
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(
+            SEED_MESSAGE_SQL, (user_message_id, chat_id, "user", "hi", "completed", None)
+        )
+        await conn.execute(SEED_MESSAGE_SQL, (reply_id, chat_id, "assistant", "", "queued", None))
+        await conn.execute(SEED_DRAFT_SQL, (reply_id, chat_id))
+        await conn.execute(SEED_JOB_SQL, (chat_id, reply_id, str(uuid.uuid4())))
+    return ChatRows(user_id, chat_id, user_message_id, reply_id)
+
+
+@pytest.fixture(scope="module")
+async def world(server_url: str, template_name: str) -> AsyncIterator[World]:
+    # One database for the whole matrix: every attempt is rolled back.
+    async with fresh_database(server_url, template_name) as url:
+        yield World(url, owner=await seed_chat_rows(url), other_user=await seed_chat_rows(url))
+
+
+def claims_for(actor: Actor, world: World) -> tuple[str, dict[str, Any]]:
+    if actor == "anon":
+        return "anon", {"role": "anon"}
+    user = world.owner if actor == "owner" else world.other_user
+    return "authenticated", {"sub": str(user.user_id), "role": "authenticated"}
+
+
+async def snapshot(conn: psycopg.AsyncConnection[Any]) -> Any:
+    row = await (await conn.execute(SNAPSHOT_SQL)).fetchone()
+    assert row is not None
+    return row[0]
+
+
+async def attempt(
+    world: World,
+    actor: Actor,
+    grants: Grants,
+    statement: str | sql.Composed,
+    params: dict[str, Any] | None = None,
+) -> Outcome:
+    """Run one statement as `actor` would through the Data API, and roll it back."""
+    role, claims = claims_for(actor, world)
+    async with (
+        await psycopg.AsyncConnection.connect(world.database_url, autocommit=True) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        if grants == "supabase_grants":
+            await conn.execute(SUPABASE_GRANTS_SQL)
+        before = await snapshot(conn)
+        refused, rows, rowcount = None, [], 0
+        try:
+            async with conn.transaction():
+                await conn.execute(SET_CLAIMS_SQL, (json.dumps(claims),))
+                await conn.execute(SET_ROLE_SQL[role])
+                cursor = await conn.execute(statement, params)
+                rows = await cursor.fetchall() if cursor.description else []
+                rowcount = cursor.rowcount
+                await conn.execute(RESET_ROLE_SQL)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            refused = exc.diag.message_primary or str(exc)
+        return Outcome(refused, rows, rowcount, changed=await snapshot(conn) != before)
+
+
+@pytest.mark.parametrize("grants", GRANTS)
+@pytest.mark.parametrize("actor", ACTORS)
+@pytest.mark.parametrize("table", TABLES)
+async def test_reading(world: World, table: Table, actor: Actor, grants: Grants) -> None:
+    # GIVEN two users, each with a chat, messages, a draft and a job
+    # WHEN the actor reads the whole table
+    query = sql.SQL("select distinct {} from {}").format(
+        sql.Identifier(CHAT_COLUMN[table]), sql.Identifier("public", table)
+    )
+    outcome = await attempt(world, actor, grants, query)
+    # THEN they see their own chat's rows and no one else's
+    visible = {row[0] for row in outcome.rows}
+    if actor == "anon":
+        assert visible == set(), outcome
+    else:
+        user = world.owner if actor == "owner" else world.other_user
+        assert visible == {user.chat_id}, outcome
+
+
+@pytest.mark.parametrize("grants", GRANTS)
+@pytest.mark.parametrize("actor", ACTORS)
+@pytest.mark.parametrize("operation", ["insert", "update", "delete"])
+@pytest.mark.parametrize("table", TABLES)
+async def test_writing_the_owners_rows(
+    world: World, table: Table, operation: Operation, actor: Actor, grants: Grants
+) -> None:
+    # WHEN the actor writes into the owner's chat
+    outcome = await attempt(world, actor, grants, WRITE_SQL[table, operation], world.owner.params)
+    if may(actor, table, operation):
+        # THEN the owner's write lands
+        assert outcome.refused is None, outcome
+        assert outcome.rowcount >= 1, outcome
+        assert outcome.changed, outcome
+    else:
+        # THEN anyone else is refused outright or finds no row to touch, and nothing changed
+        assert outcome.refused is not None or outcome.rowcount == 0, outcome
+        assert not outcome.changed, outcome
+
+
+@pytest.mark.parametrize("grants", GRANTS)
+@pytest.mark.parametrize("actor", ["other_user", "anon"])
+@pytest.mark.parametrize("relation", CLOSED_RELATIONS)
+async def test_checkpoints_and_the_migration_ledger_are_closed(
+    world: World, relation: str, actor: Actor, grants: Grants
+) -> None:
+    schema, table = relation.split(".")
+    query = sql.SQL("select * from {}").format(sql.Identifier(schema, table))
+    outcome = await attempt(world, actor, grants, query)
+    assert outcome.refused is not None, outcome
+    assert f"permission denied for schema {schema}" in outcome.refused
