@@ -11,7 +11,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
 from agent.model import model_config
@@ -32,6 +32,14 @@ class RespondRequest(BaseModel):
     content: str = Field(min_length=1)
     user_message_id: UUID | None = None
     assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+
+    @field_validator("content")
+    @classmethod
+    def _storable(cls, content: str) -> str:
+        # Postgres text cannot hold NUL: let through, it fails the insert as a 500.
+        if "\x00" in content:
+            raise ValueError("must not contain NUL characters")
+        return content
 
 
 def sse(event: str, data: dict[str, Any]) -> bytes:
