@@ -25,6 +25,24 @@ from infra.settings import Settings
 JWT_SECRET = "test-secret-" + "x" * 32
 
 
+# Every committed write to message_draft is one Realtime event per subscriber: count them.
+DRAFT_LOG_SQL = """
+create table draft_write_log (
+  at timestamptz not null default clock_timestamp(),
+  seq bigint not null,
+  draft_content text not null
+);
+create function log_draft_write() returns trigger language plpgsql as $$
+begin
+  insert into draft_write_log (seq, draft_content) values (new.seq, new.draft_content);
+  return new;
+end
+$$;
+create trigger draft_write_log after insert or update on public.message_draft
+  for each row execute function log_draft_write();
+"""
+
+
 def token_for(user_id: uuid.UUID, *, secret: str = JWT_SECRET, **overrides: Any) -> str:
     now = int(time.time())
     claims: dict[str, Any] = {
@@ -116,6 +134,8 @@ async def running_stack(
         functions=app.state.inngest_functions,
         app_id=settings.inngest_app_id,
         retry_backoff=(0.01, 0.05, 0.1),
+        # Cron functions (the outbox relay) run when a test fires them, not on the clock.
+        schedules=False,
     )
     async with (
         executor,

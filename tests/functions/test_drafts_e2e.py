@@ -6,24 +6,7 @@ from itertools import pairwise
 
 import psycopg
 
-from tests.support import create_user_with_chat, fetch, running_stack, token_for
-
-# Every committed write to message_draft is one Realtime event per subscriber: count them.
-DRAFT_LOG_SQL = """
-create table draft_write_log (
-  at timestamptz not null default clock_timestamp(),
-  seq bigint not null,
-  draft_content text not null
-);
-create function log_draft_write() returns trigger language plpgsql as $$
-begin
-  insert into draft_write_log (seq, draft_content) values (new.seq, new.draft_content);
-  return new;
-end
-$$;
-create trigger draft_write_log after insert or update on public.message_draft
-  for each row execute function log_draft_write();
-"""
+from tests.support import DRAFT_LOG_SQL, create_user_with_chat, fetch, running_stack, token_for
 
 
 async def test_background_draft_is_written_at_most_five_times_a_second(database_url: str) -> None:

@@ -1,0 +1,332 @@
+"""The core loop under duplicates, replays, crashes, a failed send and a vanished client.
+
+Each scenario runs the real stack (the app under uvicorn, the local executor driving its real
+Inngest endpoint, a real Postgres) once and returns one `Figures` per turn it checked. The tests
+run each scenario once; `bench/reliability.py` repeats them and prints the table.
+
+A `record` tool logs every execution (with its tool call id) to a table, so "executed once per
+tool call id" is counted, not assumed; `tool_outage` rows make chosen inputs fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Annotated, Any, NotRequired, TypedDict
+
+import psycopg
+from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from agent.threads import thread_config, thread_key
+from agent.tools import demo_tools
+from infra.db import connect
+from tests.support import (
+    DRAFT_LOG_SQL,
+    Stack,
+    create_user_with_chat,
+    fetch,
+    running_stack,
+    token_for,
+)
+
+Databases = Callable[[], AbstractAsyncContextManager[str]]
+Event = tuple[str, dict[str, Any]]
+
+RUN_TIMEOUT_S = 60.0
+
+PREPARE_SQL = """
+create table tool_execution_log (
+  tool_call_id text not null,
+  input text not null,
+  at timestamptz not null default clock_timestamp()
+);
+create table tool_outage (input text primary key);
+"""
+
+
+class Figures(TypedDict):
+    final_messages: int  # assistant messages that ended `completed` with the expected content
+    duplicates: int  # extra assistant messages, job rows or ToolMessages for the turn
+    lost: int  # turns without a completed assistant message with the expected content
+    seconds: float  # from sending the turn until its background work finished
+    max_executions: NotRequired[int]  # most executions of any one tool call id
+
+
+def recording_tools(database_url: str) -> list[BaseTool]:
+    @tool("record")
+    async def record(input: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
+        """Record the input and say so."""
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            down = await conn.execute("select 1 from tool_outage where input = %s", (input,))
+            if await down.fetchone():
+                raise RuntimeError(f"the service behind {input!r} is unavailable")
+            await conn.execute(
+                "insert into tool_execution_log (tool_call_id, input) values (%s, %s)",
+                (tool_call_id, input),
+            )
+        return f"recorded {input}"
+
+    return [*demo_tools(), record]
+
+
+async def prepare(database_url: str) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(PREPARE_SQL)
+        await conn.execute(DRAFT_LOG_SQL)
+
+
+async def durable_messages(database_url: str, chat_id: uuid.UUID) -> list[BaseMessage]:
+    """The messages of the thread's latest durable checkpoint."""
+    async with await connect(database_url) as conn:
+        latest = await AsyncPostgresSaver(conn).aget_tuple(thread_config(thread_key(chat_id)))
+    return list(latest.checkpoint["channel_values"]["messages"]) if latest else []
+
+
+def comparable(messages: list[BaseMessage]) -> list[tuple[Any, ...]]:
+    """Messages without their generated ids: kind, text, tool calls and answers."""
+    out: list[tuple[Any, ...]] = []
+    for m in messages:
+        calls = tuple((c["name"], str(c["args"])) for c in getattr(m, "tool_calls", []) or [])
+        answered = m.name if isinstance(m, ToolMessage) else None
+        out.append((m.type, str(m.content), calls, answered))
+    return out
+
+
+async def turn_figures(
+    database_url: str, chat_id: uuid.UUID, expected: str, seconds: float
+) -> Figures:
+    replies = await fetch(
+        database_url,
+        "select status, content from message where chat_id = %s and role = 'assistant'",
+        chat_id,
+    )
+    jobs = await fetch(database_url, "select status from job_runs where chat_id = %s", chat_id)
+    messages = await durable_messages(database_url, chat_id)
+    answers = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
+    executions = await fetch(
+        database_url,
+        "select count(*) as n from tool_execution_log"
+        " group by tool_call_id order by n desc limit 1",
+    )
+    good = sum(1 for r in replies if r["status"] == "completed" and r["content"] == expected)
+    return Figures(
+        final_messages=good,
+        duplicates=max(0, len(replies) - 1)
+        + max(0, len(jobs) - 1)
+        + (len(answers) - len(set(answers))),
+        lost=1 - min(good, 1),
+        seconds=seconds,
+        max_executions=int(executions[0]["n"]) if executions else 0,
+    )
+
+
+async def wait_for_job(database_url: str, chat_id: uuid.UUID, *statuses: str) -> None:
+    """Until the chat's job reaches one of `statuses` (polled: the row may not exist yet)."""
+    async with asyncio.timeout(RUN_TIMEOUT_S):
+        while True:
+            reached = await fetch(
+                database_url,
+                "select 1 from job_runs where chat_id = %s and status = any(%s)",
+                chat_id,
+                list(statuses),
+            )
+            if reached:
+                return
+            await asyncio.sleep(0.02)
+
+
+def handoff_event_id(events: list[Event]) -> str:
+    kind, data = events[-1]
+    if kind != "handoff":
+        raise AssertionError(f"expected a handoff, the stream ended with {events[-1]}")
+    return str(data["eventId"])
+
+
+# --- 1. duplicates and dashboard replays ------------------------------------------------------
+
+PARALLEL_TEXT = "/record a\n/record b"
+PARALLEL_REPLY = (
+    "Let me use record for that.\n\n"
+    "Here is what I found: record returned recorded a. record returned recorded b."
+)
+
+
+async def duplicate_deliveries(databases: Databases) -> list[Figures]:
+    """The same event delivered 5 times at once, then replayed 3 times after completion."""
+    async with databases() as url:
+        await prepare(url)
+        user_id, chat_id = await create_user_with_chat(url)
+        async with running_stack(url, tools=recording_tools(url)) as stack:
+            started = time.perf_counter()
+            events = await stack.respond(
+                token_for(user_id), {"chatId": str(chat_id), "content": PARALLEL_TEXT}
+            )
+            event_id = handoff_event_id(events)
+            # The handler's send is delivery one; four more arrive while it runs.
+            await asyncio.gather(*(stack.executor.replay(event_id) for _ in range(4)))
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+            seconds = time.perf_counter() - started
+            for _ in range(3):
+                await stack.executor.replay(event_id)
+                await stack.executor.wait_idle(RUN_TIMEOUT_S)
+        return [await turn_figures(url, chat_id, PARALLEL_REPLY, seconds)]
+
+
+# --- 1b. a dashboard replay of a failed job ---------------------------------------------------
+
+TWO_ROUNDS_TEXT = "/record a\n/record b\n/then\n/record c"
+TWO_ROUNDS_REPLY = (
+    "Let me use record for that.\n\n"
+    "So far: record returned recorded a. record returned recorded b. Next, let me use record."
+    "\n\nHere is what I found: record returned recorded c."
+)
+
+
+async def replay_after_failure(databases: Databases) -> list[Figures]:
+    """One of the first round's two tools is down through every retry, so the job fails after
+    the other one ran; once it is back, a replay resumes from the durable checkpoint and runs
+    only what never succeeded."""
+    async with databases() as url:
+        await prepare(url)
+        await fetch(url, "insert into tool_outage values ('b') returning input")
+        user_id, chat_id = await create_user_with_chat(url)
+        async with running_stack(url, tools=recording_tools(url)) as stack:
+            started = time.perf_counter()
+            events = await stack.respond(
+                token_for(user_id), {"chatId": str(chat_id), "content": TWO_ROUNDS_TEXT}
+            )
+            event_id = handoff_event_id(events)
+            await wait_for_job(url, chat_id, "error")
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+            await fetch(url, "delete from tool_outage returning input")
+            await stack.executor.replay(event_id)
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+            seconds = time.perf_counter() - started
+        return [await turn_figures(url, chat_id, TWO_ROUNDS_REPLY, seconds)]
+
+
+# --- 2. a crash after every step, before its result is memoized -------------------------------
+
+
+async def _two_round_turn(
+    url: str, user_message_id: uuid.UUID, drop: str | None
+) -> tuple[Figures, list[tuple[Any, ...]], list[str], list[int]]:
+    """One two-round turn; `drop` names the step whose output is lost once after it ran."""
+    await prepare(url)
+    user_id, chat_id = await create_user_with_chat(url)
+    async with running_stack(url, tools=recording_tools(url)) as stack:
+        if drop is not None:
+            stack.executor.drop_step_output(drop)
+        started = time.perf_counter()
+        await stack.respond(
+            token_for(user_id),
+            {
+                "chatId": str(chat_id),
+                "content": TWO_ROUNDS_TEXT,
+                # The same message id in every database gives the same tool call ids, so the
+                # crash runs can name the reference run's steps.
+                "userMessageId": str(user_message_id),
+            },
+        )
+        await wait_for_job(url, chat_id, "completed", "error")
+        await stack.executor.wait_idle(RUN_TIMEOUT_S)
+        seconds = time.perf_counter() - started
+        steps = _steps(stack)
+    figures = await turn_figures(url, chat_id, TWO_ROUNDS_REPLY, seconds)
+    seqs = [r["seq"] for r in await fetch(url, "select seq from draft_write_log order by at")]
+    return figures, comparable(await durable_messages(url, chat_id)), steps, seqs
+
+
+def _steps(stack: Stack) -> list[str]:
+    [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+    return list(run.attempts)
+
+
+async def crash_at_every_step(databases: Databases) -> list[Figures]:
+    """A reference run names the steps; then one run per step loses that step's output once.
+    A run counts as lost unless its final content and durable messages equal the reference's
+    and its draft `seq` never went backwards."""
+    user_message_id = uuid.uuid4()
+    async with databases() as url:
+        reference, messages, steps, _ = await _two_round_turn(url, user_message_id, None)
+    results = [reference]
+    for step in steps:
+        async with databases() as url:
+            figures, crashed_messages, _, seqs = await _two_round_turn(url, user_message_id, step)
+        if crashed_messages != messages or seqs != sorted(set(seqs)):
+            figures["lost"] = 1
+        results.append(figures)
+    return results
+
+
+# --- 3. the outbox: the event send fails after the commit -------------------------------------
+
+
+async def outbox_resend(databases: Databases) -> list[Figures]:
+    """Inngest refuses every try of the handler's send; the relay's re-send completes the job,
+    and a second relay pass finds nothing left to send."""
+    async with databases() as url:
+        await prepare(url)
+        user_id, chat_id = await create_user_with_chat(url)
+        async with running_stack(url, tools=recording_tools(url), outbox_grace_s=0) as stack:
+            stack.executor.refuse_events(5)  # every try the SDK makes
+            started = time.perf_counter()
+            events = await stack.respond(
+                token_for(user_id), {"chatId": str(chat_id), "content": PARALLEL_TEXT}
+            )
+            handoff_event_id(events)
+            unsent = await fetch(url, "select 1 from job_runs where event_sent_at is null")
+            relay = f"{stack.settings.inngest_app_id}-outbox-relay"
+            stack.executor.fire(relay)
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+            seconds = time.perf_counter() - started
+            stack.executor.fire(relay)
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+            resent = [r.output for r in stack.executor.runs() if r.function_id == relay]
+        figures = await turn_figures(url, chat_id, PARALLEL_REPLY, seconds)
+        if len(unsent) != 1 or resent != [{"resent": 1}, {"resent": 0}]:
+            figures["lost"] = 1
+        return [figures]
+
+
+# --- 5. the client goes away mid-stream -------------------------------------------------------
+
+
+async def client_disconnect(databases: Databases) -> list[Figures]:
+    """The client reads the first token and hangs up; the turn is still handed off and done."""
+    async with databases() as url:
+        await prepare(url)
+        user_id, chat_id = await create_user_with_chat(url)
+        async with running_stack(
+            url, tools=recording_tools(url), scripted_token_delay_ms=20
+        ) as stack:
+            started = time.perf_counter()
+            async with stack.http.stream(
+                "POST",
+                "/api/chat/respond",
+                json={"chatId": str(chat_id), "content": PARALLEL_TEXT},
+                headers={"Authorization": f"Bearer {token_for(user_id)}"},
+            ) as response:
+                async for line in response.aiter_lines():
+                    if line.startswith("event: token"):
+                        break
+            await wait_for_job(url, chat_id, "completed", "error")
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+            seconds = time.perf_counter() - started
+        return [await turn_figures(url, chat_id, PARALLEL_REPLY, seconds)]
+
+
+Scenario = Callable[[Databases], Awaitable[list[Figures]]]
+
+SCENARIOS: dict[str, Scenario] = {
+    "duplicate deliveries + replays": duplicate_deliveries,
+    "replay after failure": replay_after_failure,
+    "crash at every step": crash_at_every_step,
+    "outbox re-send": outbox_resend,
+    "client disconnect": client_disconnect,
+}

@@ -1,0 +1,51 @@
+"""Nothing lost or doubled: each scenario of tests/reliability/scenarios.py, run once."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.databases import fresh_database
+from tests.reliability.scenarios import (
+    Databases,
+    Figures,
+    client_disconnect,
+    crash_at_every_step,
+    duplicate_deliveries,
+    outbox_resend,
+    replay_after_failure,
+)
+
+CLEAN = {"final_messages": 1, "duplicates": 0, "lost": 0, "max_executions": 1}
+
+
+@pytest.fixture
+def databases(server_url: str, template_name: str) -> Databases:
+    return lambda: fresh_database(server_url, template_name)
+
+
+def without_time(figures: list[Figures]) -> list[dict[str, int]]:
+    return [{k: v for k, v in f.items() if k != "seconds"} for f in figures]  # type: ignore[misc]
+
+
+async def test_duplicate_deliveries_and_replays_leave_one_reply(databases: Databases) -> None:
+    assert without_time(await duplicate_deliveries(databases)) == [CLEAN]
+
+
+async def test_replay_of_a_failed_job_resumes_and_completes(databases: Databases) -> None:
+    assert without_time(await replay_after_failure(databases)) == [CLEAN]
+
+
+async def test_a_crash_after_any_step_changes_nothing(databases: Databases) -> None:
+    figures = await crash_at_every_step(databases)
+    # the reference run, then one per step: claim, three tools, two model rounds, finalize,
+    # and the run's final answer
+    assert len(figures) == 1 + 8
+    assert without_time(figures) == [CLEAN] * len(figures)
+
+
+async def test_a_failed_send_is_resent_by_the_outbox_relay(databases: Databases) -> None:
+    assert without_time(await outbox_resend(databases)) == [CLEAN]
+
+
+async def test_a_client_that_hangs_up_still_gets_its_turn(databases: Databases) -> None:
+    assert without_time(await client_disconnect(databases)) == [CLEAN]
