@@ -1,0 +1,122 @@
+"""Run the reliability scenarios N times each and print the figures.
+
+    python3 -m uv run python -m bench.reliability --runs 20
+
+Uses DATABASE_URL's server, else an embedded Postgres; every run gets a fresh database.
+Exits non-zero if any run lost or doubled anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+
+from tests.databases import fresh_database, migrated_template, resolve_server_url
+from tests.reliability.scenarios import SCENARIOS, Figures, Scenario
+
+
+@dataclass
+class Row:
+    scenario: str
+    runs: int = 0
+    final_messages: int = 0
+    duplicates: int = 0
+    lost: int = 0
+    max_executions: int = 0
+    seconds: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, figures: Sequence[Figures]) -> None:
+        for f in figures:
+            self.final_messages += f["final_messages"]
+            self.duplicates += f["duplicates"]
+            self.lost += f["lost"]
+            self.max_executions = max(self.max_executions, f.get("max_executions", 0))
+            self.seconds.append(f["seconds"])
+
+    @property
+    def clean(self) -> bool:
+        return not (self.duplicates or self.lost or self.failures or self.max_executions > 1)
+
+
+HEADER = ("scenario", "runs", "turns", "final msgs", "dups", "lost", "max exec/call", "p50 s")
+
+
+def render(rows: Sequence[Row]) -> str:
+    lines = [HEADER]
+    for r in rows:
+        p50 = statistics.median(r.seconds) if r.seconds else float("nan")
+        lines.append(
+            (
+                r.scenario,
+                str(r.runs),
+                str(len(r.seconds)),
+                str(r.final_messages),
+                str(r.duplicates),
+                str(r.lost + len(r.failures)),
+                str(r.max_executions) if r.max_executions else "-",
+                f"{p50:.2f}",
+            )
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER))]
+    out = []
+    for n, line in enumerate(lines):
+        cells = [
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(line, widths, strict=True))
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+        if n == 0:
+            out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(out)
+
+
+async def run_all(runs: int, scenarios: dict[str, Scenario]) -> list[Row]:
+    server = resolve_server_url()
+    rows: list[Row] = []
+    async with migrated_template(server) as template:
+
+        def databases() -> AbstractAsyncContextManager[str]:
+            return fresh_database(server, template)
+
+        for name, scenario in scenarios.items():
+            row = Row(name)
+            rows.append(row)
+            for i in range(runs):
+                row.runs += 1
+                started = time.perf_counter()
+                try:
+                    row.add(await scenario(databases))
+                except Exception as exc:  # a run that blew up lost its turn: count it, go on
+                    row.failures.append(f"run {i}: {exc!r}")
+                print(
+                    f"{name}: run {i + 1}/{runs} in {time.perf_counter() - started:.1f}s",
+                    file=sys.stderr,
+                )
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--only", action="append", choices=sorted(SCENARIOS), default=None)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.CRITICAL)
+    chosen = {k: v for k, v in SCENARIOS.items() if not args.only or k in args.only}
+    rows = asyncio.run(run_all(args.runs, chosen))
+    print(render(rows))
+    for row in rows:
+        for failure in row.failures:
+            print(f"{row.scenario}: {failure}", file=sys.stderr)
+    return 0 if all(r.clean for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
