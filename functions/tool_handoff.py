@@ -110,7 +110,9 @@ def create_tool_handoff(
         log = {"chat_id": str(payload.chat_id), "job_id": key, "correlation_id": ctx.run_id}
 
         async def claim() -> Claim:
-            job = await chat_store.claim_job(await services.pool(), key, ctx.run_id)
+            job = await chat_store.claim_job(
+                await services.pool(), key, ctx.run_id, lease_s=settings.job_lease_s
+            )
             if job is None:
                 return {"claimed": False, "done": True, "pending": []}
             state = await (await graph_for(payload)).aget_state(config)

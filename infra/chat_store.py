@@ -62,15 +62,20 @@ where event_sent_at is null and status = 'queued'
 order by created_at
 limit %(limit)s
 """
-# A run may take a queued job, a failed one (a dashboard replay resumes it), or one it already
-# holds (its own retry after the claim committed but the step's result was lost). A claim proves
-# the event arrived, so it also takes the job out of the outbox.
+# A run may take a queued job, a failed one (a dashboard replay resumes it), one it already
+# holds (its own retry after the claim committed but the step's result was lost), or one whose
+# run has shown no sign of life for the lease (a run that died without reaching on_failure would
+# otherwise block its chat for good). Taking over a live run is harmless: tool results are
+# stored once per call and model rounds apply them by call id. A claim proves the event arrived,
+# so it also takes the job out of the outbox.
 CLAIM_JOB_SQL = """
 update public.job_runs
 set status = 'processing', run_id = %(run_id)s, attempt = attempt + 1, error = null,
     event_sent_at = coalesce(event_sent_at, now()), updated_at = now()
 where idempotency_key = %(key)s
-  and (status in ('queued', 'error') or (status = 'processing' and run_id = %(run_id)s))
+  and (status in ('queued', 'error')
+       or (status = 'processing'
+           and (run_id = %(run_id)s or updated_at < now() - make_interval(secs => %(lease_s)s))))
 returning id, chat_id, assistant_id, root_message_id, payload
 """
 MESSAGE_STREAMING_SQL = """
@@ -211,12 +216,13 @@ async def unsent_jobs(pool: Pool, *, older_than_s: float, limit: int) -> list[Un
     return [UnsentJob(r["idempotency_key"], r["payload"]) for r in rows]
 
 
-async def claim_job(pool: Pool, idempotency_key: str, run_id: str) -> JobClaim | None:
-    """Take the job for this run; None when it is done, canceled or held by another run."""
+async def claim_job(
+    pool: Pool, idempotency_key: str, run_id: str, *, lease_s: float
+) -> JobClaim | None:
+    """Take the job for this run; None when it is done, canceled or held by another live run."""
+    params = {"key": idempotency_key, "run_id": run_id, "lease_s": lease_s}
     async with pool.connection() as conn, conn.transaction():
-        row = await (
-            await conn.execute(CLAIM_JOB_SQL, {"key": idempotency_key, "run_id": run_id})
-        ).fetchone()
+        row = await (await conn.execute(CLAIM_JOB_SQL, params)).fetchone()
         if row is None:
             return None
         await conn.execute(MESSAGE_STREAMING_SQL, (row["root_message_id"],))

@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     draft_interval_ms: int = Field(default=250, ge=0)
     draft_max_bytes: int = Field(default=2048, gt=0)
     db_pool_max_size: int = Field(default=10, gt=0)
+    # A job whose run showed no progress for this long may be taken over by a replay.
+    job_lease_s: float = Field(default=900.0, gt=0)
     # The outbox relay re-sends handoff events no request confirmed after this long.
     outbox_grace_s: float = Field(default=10.0, ge=0)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
@@ -110,3 +111,35 @@ async def test_transient_tool_errors_are_retried(database_url: str) -> None:
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
     assert message["status"] == "completed"
     assert "flaky returned ok after 3 tries." in message["content"]
+
+
+@pytest.mark.parametrize(("silent_for", "taken_over"), [("1 hour", True), ("1 minute", False)])
+async def test_a_replay_takes_over_a_job_whose_run_went_silent_past_the_lease(
+    database_url: str, silent_for: str, taken_over: bool
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, job_lease_s=15 * 60) as stack:
+        events = await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": "/calc 2*21"}
+        )
+        await stack.executor.wait_idle()
+        # GIVEN the job is held by a run that died without reaching on_failure
+        await fetch(
+            database_url,
+            "update job_runs set status = 'processing', run_id = 'dead-run',"
+            " updated_at = now() - %s::interval returning id",
+            silent_for,
+        )
+        # WHEN an operator replays it
+        await stack.executor.replay(events[-1][1]["eventId"])
+        await stack.executor.wait_idle()
+        replay = stack.executor.runs()[-1]
+    # THEN past the lease the replay finishes the job; within it, the live run keeps it
+    [job] = await fetch(database_url, "select * from job_runs")
+    assert replay.output == (
+        {"status": "completed", "rounds": 0} if taken_over else {"status": "skipped"}
+    )
+    assert job["status"] == ("completed" if taken_over else "processing")
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "completed"
+    assert "42" in message["content"]
