@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
@@ -21,23 +22,33 @@ CONNECTION_KWARGS: dict[str, Any] = {
 }
 
 
-async def _check(conn: Conn) -> None:
-    # A pooled connection can die with its server (restart, failover, pooler recycle); probing
-    # on checkout costs one round trip and turns that into a fresh connection, not an error.
-    await conn.execute("select 1")
-
-
 def create_pool(database_url: str, *, max_size: int = 10) -> Pool:
     """A closed pool; `await pool.open()` before use (it must open inside the running loop)."""
-    return AsyncConnectionPool(
+
+    async def check(conn: Conn) -> None:
+        # A pooled connection can die with its server (restart, failover, pooler recycle);
+        # probing on checkout costs one round trip and turns that into a fresh connection, not
+        # an error.
+        try:
+            await conn.execute("select 1")
+        except psycopg.Error:
+            # The other idle connections died with it. The pool probes the next idle one only
+            # after a backoff that doubles per failed probe (0, 1, 2, 4... s), so six dead idle
+            # connections outlast the 30 s checkout timeout. Sweep them all now: the caller's
+            # next try gets a fresh connection (or waits for one while the server is down).
+            await pool.check()
+            raise
+
+    pool: Pool = AsyncConnectionPool(
         database_url,
         min_size=1,
         max_size=max_size,
         kwargs=CONNECTION_KWARGS,
         connection_class=AsyncConnection[DictRow],
-        check=_check,
+        check=check,
         open=False,
     )
+    return pool
 
 
 async def connect(database_url: str) -> Conn:
