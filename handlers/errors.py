@@ -16,8 +16,12 @@ from infra.chat_store import ChatNotFound, DuplicateMessage, JobAlreadyActive
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+# Not frozen: Starlette clears `__traceback__` on every exception it has handled, and a frozen
+# dataclass turns that into a second, unhandled exception after the response went out.
+@dataclass(eq=False)
 class ApiError(Exception):
+    """An error answer: HTTP status, a stable code for clients, a user-safe message."""
+
     status: int
     code: str
     message: str

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.security.server_log import describe, logged_exceptions
 from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
 
 
@@ -97,3 +98,24 @@ async def test_text_postgres_cannot_store_is_a_422_not_a_crash(
         )
     assert_json_error(response, 422, "invalid_request")
     assert await fetch(database_url, "select * from message") == []
+
+
+@pytest.mark.parametrize(
+    ("content", "status"),
+    [
+        pytest.param("   ", 422, id="blank-content"),
+        pytest.param("x" * 20_000, 413, id="content-too-long"),
+    ],
+)
+async def test_an_error_answer_leaves_no_unhandled_exception_behind(
+    database_url: str, content: str, status: int
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        with logged_exceptions() as exceptions:
+            response = await post(
+                stack, {"chatId": str(chat_id), "content": content}, bearer(token_for(user_id))
+            )
+    assert response.status_code == status, response.text
+    # An answered request that still logs a traceback pages whoever watches the errors.
+    assert exceptions == [], describe(exceptions)
