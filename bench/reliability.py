@@ -19,7 +19,11 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 from tests.databases import fresh_database, migrated_template, resolve_server_url
-from tests.reliability.scenarios import SCENARIOS, Figures, Scenario
+from tests.pg_servers import restartable_postgres
+from tests.reliability.db_fault_scenarios import pgbouncer_run, postgres_restart_run
+from tests.reliability.scenarios import SCENARIOS, Databases, Figures, Scenario
+
+DB_FAULTS = ("postgres restart mid-run", "through pgbouncer (transaction)")
 
 
 @dataclass
@@ -46,7 +50,7 @@ class Row:
         return not (self.duplicates or self.lost or self.failures or self.max_executions > 1)
 
 
-HEADER = ("scenario", "runs", "turns", "final msgs", "dups", "lost", "max exec/call", "p50 s")
+HEADER = ("scenario", "runs", "final msgs", "dups", "lost", "max exec/call", "p50 s")
 
 
 def render(rows: Sequence[Row]) -> str:
@@ -57,7 +61,6 @@ def render(rows: Sequence[Row]) -> str:
             (
                 r.scenario,
                 str(r.runs),
-                str(len(r.seconds)),
                 str(r.final_messages),
                 str(r.duplicates),
                 str(r.lost + len(r.failures)),
@@ -78,15 +81,24 @@ def render(rows: Sequence[Row]) -> str:
     return "\n".join(out)
 
 
-async def run_all(runs: int, scenarios: dict[str, Scenario]) -> list[Row]:
+async def run_all(runs: int, only: Sequence[str] | None) -> list[Row]:
     server = resolve_server_url()
     rows: list[Row] = []
-    async with migrated_template(server) as template:
+    async with migrated_template(server) as template, restartable_postgres() as restartable:
 
         def databases() -> AbstractAsyncContextManager[str]:
             return fresh_database(server, template)
 
+        async def restart(_: Databases) -> list[Figures]:
+            return [await postgres_restart_run(restartable)]
+
+        async def bouncer(_: Databases) -> list[Figures]:
+            return [await pgbouncer_run(server, template)]
+
+        scenarios: dict[str, Scenario] = {**SCENARIOS, DB_FAULTS[0]: restart, DB_FAULTS[1]: bouncer}
         for name, scenario in scenarios.items():
+            if only and name not in only:
+                continue
             row = Row(name)
             rows.append(row)
             for i in range(runs):
@@ -106,11 +118,10 @@ async def run_all(runs: int, scenarios: dict[str, Scenario]) -> list[Row]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--only", action="append", choices=sorted(SCENARIOS), default=None)
+    parser.add_argument("--only", action="append", choices=[*SCENARIOS, *DB_FAULTS])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
-    chosen = {k: v for k, v in SCENARIOS.items() if not args.only or k in args.only}
-    rows = asyncio.run(run_all(args.runs, chosen))
+    rows = asyncio.run(run_all(args.runs, args.only))
     print(render(rows))
     for row in rows:
         for failure in row.failures:

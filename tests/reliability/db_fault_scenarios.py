@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import psycopg
 from langchain_core.messages import BaseMessage
@@ -35,19 +35,13 @@ from infra.migrate import migrate
 from infra.runtime import Services
 from tests.databases import fresh_database, migrated_template, resolve_server_url, with_database
 from tests.pg_servers import RestartablePostgres, StopMode, pgbouncer, restartable_postgres
+from tests.reliability.scenarios import Figures
 from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
 
 Event = tuple[str, dict[str, Any]]
 
 # Generous next to the few seconds a run takes, so a stuck run fails the run, not the session.
 RUN_TIMEOUT_S = 30.0
-
-
-class Figures(TypedDict):
-    final_messages: int  # assistant messages that ended `completed`
-    duplicates: int  # assistant messages or job rows beyond one per turn (per handoff for jobs)
-    lost: int  # turns without a `completed` assistant message
-    seconds: float  # from sending the faulted turn until its background run finished
 
 
 @dataclass
