@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handlers.auth import InvalidToken
@@ -27,6 +28,17 @@ class ApiError(Exception):
     message: str
 
 
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response, as the OpenAPI schema documents it."""
+
+    error: ErrorDetail
+
+
 ERRORS: dict[type[Exception], ApiError] = {
     InvalidToken: ApiError(401, "unauthorized", "Missing or invalid access token."),
     # 404, not 403: whether another user's chat exists is not for this user to learn.
@@ -37,6 +49,8 @@ ERRORS: dict[type[Exception], ApiError] = {
     DuplicateMessage: ApiError(409, "duplicate_message", "This message was already sent."),
 }
 HTTP_CODES = {
+    # FastAPI's answer to a body it cannot even decode (bytes that are not UTF-8).
+    400: "invalid_request",
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",

@@ -17,12 +17,26 @@ from pydantic.alias_generators import to_camel
 from agent.model import model_config
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ApiError
+from handlers.errors import ApiError, ErrorBody
 from handlers.quick_path import Turn, run_turn
 from infra import chat_store
 from infra.chat_store import ChatId, MessageId
 
 router = APIRouter()
+
+# Documented so that clients generated from the OpenAPI schema parse errors as they are sent
+# (FastAPI would otherwise document its own 422 body, which this app never returns).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "The body cannot be decoded.",
+        401: "Missing or invalid access token.",
+        404: "No such chat among the caller's.",
+        409: "A background job is still running, or the message was already sent.",
+        413: "The message or the request body is too large.",
+        422: "The request is not valid.",
+    }.items()
+}
 
 
 class RespondRequest(BaseModel):
@@ -49,7 +63,7 @@ def sse(event: str, data: dict[str, Any]) -> bytes:
 @router.post(
     "/api/chat/respond",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}},
+    responses={200: {"content": {"text/event-stream": {}}}, **ERROR_RESPONSES},
 )
 async def respond(
     body: RespondRequest, user: CurrentUser, services: ServicesDep, request: Request
