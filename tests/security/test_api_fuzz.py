@@ -73,27 +73,37 @@ def streams_end_cleanly(ctx: CheckContext, response: schemathesis.Response, case
     assert (last, data.get("code")) != ("error", "internal"), data
 
 
-BOTH: list[CheckFunction] = [not_a_server_error, no_stack_trace]
-# The Inngest endpoint speaks Inngest's protocol (206 step plans, 401 {"message": ...}), not our
-# error contract, so it gets only the checks that hold for any response.
-CHECKS: dict[bool, list[CheckFunction]] = {
-    True: BOTH,
-    False: [
-        *BOTH,
+def someone_elses_chat_stays_closed(chat_id: uuid.UUID) -> CheckFunction:
+    def check(ctx: CheckContext, response: schemathesis.Response, case: Any) -> None:
+        body = case.body
+        if isinstance(body, dict) and body.get("chatId") == str(chat_id):
+            assert response.status_code >= 400, "answered in someone else's chat"
+
+    check.__name__ = "someone_elses_chat_stays_closed"
+    return check
+
+
+def checks_for(operation: Operation, someone_elses_chat: uuid.UUID) -> list[CheckFunction]:
+    anywhere: list[CheckFunction] = [not_a_server_error, no_stack_trace]
+    if operation.path == INNGEST_PATH:
+        # Inngest's protocol (206 step plans, 401 {"message": ...}), not our error contract.
+        return anywhere
+    return [
+        *anywhere,
         errors_are_our_json,
         streams_end_cleanly,
+        someone_elses_chat_stays_closed(someone_elses_chat),
         status_code_conformance,
         content_type_conformance,
         response_schema_conformance,
         negative_data_rejection,
         ignored_auth,
-    ],
-}
+    ]
 
 
 def aimed_at(schema: dict[str, Any], chat_ids: list[uuid.UUID]) -> dict[str, Any]:
-    """The schema, with chatId drawn from these chats: a random UUID is never a visible chat,
-    and all the valid requests would stop at the 404."""
+    """The schema, with chatId drawn from these chats: a random UUID is never a visible chat, so
+    valid requests would all stop at the 404 and never reach the deeper paths."""
     schema = copy.deepcopy(schema)
     properties = schema["components"]["schemas"]["RespondRequest"]["properties"]
     properties["chatId"] = {**properties["chatId"], "enum": [str(c) for c in chat_ids]}
@@ -148,7 +158,9 @@ def explore(operation: Operation, mode: GenerationMode, send_case: Callable[[Cas
     run()
 
 
-def fuzz(schema: dict[str, Any], base_url: str, headers: dict[str, str]) -> Tally:
+def fuzz(
+    schema: dict[str, Any], base_url: str, headers: dict[str, str], someone_elses_chat: uuid.UUID
+) -> Tally:
     """Every operation, with valid and invalid inputs; tallies the answers."""
     config = schemathesis.Config.from_dict({"max-stream-events": 10_000})
     tally: Tally = Counter()
@@ -157,7 +169,7 @@ def fuzz(schema: dict[str, Any], base_url: str, headers: dict[str, str]) -> Tall
         operation = result.ok()
         if (operation.method.upper(), operation.path) in LEFT_OUT:
             continue
-        checks = CHECKS[operation.path == INNGEST_PATH]
+        checks = checks_for(operation, someone_elses_chat)
         send_case = partial(send, base_url=base_url, headers=headers, checks=checks, tally=tally)
         cover(operation, send_case)
         has_inputs = bool(operation.body) or any(True for _ in operation.iter_parameters())
@@ -178,7 +190,7 @@ async def test_generated_requests_get_no_5xx_and_only_json_errors(
         schema = aimed_at(stack.app.openapi(), [chat_id, someone_elses_chat])
         with logged_exceptions() as exceptions:
             # Schemathesis sends with blocking I/O; the stack is served from this event loop.
-            tally = await asyncio.to_thread(fuzz, schema, stack.origin, headers)
+            tally = await asyncio.to_thread(fuzz, schema, stack.origin, headers, someone_elses_chat)
             await stack.executor.wait_idle()
     # A response can look fine while the server choked behind it.
     assert exceptions == [], describe(exceptions)
