@@ -119,3 +119,27 @@ async def test_an_error_answer_leaves_no_unhandled_exception_behind(
     assert response.status_code == status, response.text
     # An answered request that still logs a traceback pages whoever watches the errors.
     assert exceptions == [], describe(exceptions)
+
+
+async def test_reusing_someone_elses_message_id_changes_nothing_of_theirs(
+    database_url: str,
+) -> None:
+    # GIVEN a victim's finished turn
+    victim, victim_chat = await create_user_with_chat(database_url)
+    intruder, intruder_chat = await create_user_with_chat(database_url)
+    message_id = str(uuid.uuid4())
+    async with running_stack(database_url) as stack:
+        await stack.respond(
+            token_for(victim),
+            {"chatId": str(victim_chat), "content": "secret", "userMessageId": message_id},
+        )
+        before = await fetch(database_url, "select * from message order by created_at")
+        # WHEN the intruder sends a message into their own chat under the victim's message id
+        response = await post(
+            stack,
+            {"chatId": str(intruder_chat), "content": "mine now", "userMessageId": message_id},
+            bearer(token_for(intruder)),
+        )
+    # THEN it is refused, and the victim's messages are as they were
+    assert_json_error(response, 409, "duplicate_message")
+    assert await fetch(database_url, "select * from message order by created_at") == before
