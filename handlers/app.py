@@ -17,7 +17,7 @@ from functions.tool_handoff import create_tool_handoff
 from handlers import respond
 from handlers.auth import Authenticator
 from handlers.errors import install_error_handlers
-from handlers.limits import BodySizeLimit
+from handlers.limits import BodySizeLimit, FreshInngestSignature
 from infra.runtime import Services
 from infra.settings import Settings
 
@@ -46,6 +46,9 @@ def create_app(settings: Settings | None = None, *, tools: list[BaseTool] | None
     app.state.turns = set()
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        FreshInngestSignature, path=INNGEST_PATH, enabled=not settings.inngest_is_dev_server
+    )
     app.include_router(respond.router)
 
     @app.get("/healthz")
@@ -57,5 +60,9 @@ def create_app(settings: Settings | None = None, *, tools: list[BaseTool] | None
         create_outbox_relay(client, services),
     ]
     app.state.inngest_functions = functions
-    inngest.fast_api.serve(app, client, functions, serve_path=INNGEST_PATH)
+    # An unsigned PUT would sync the app at a URL taken from its Host header: only signed
+    # syncs (the Inngest dashboard, its deploy integrations) may register the app.
+    inngest.fast_api.serve(
+        app, client, functions, serve_path=INNGEST_PATH, enable_unauthed_sync=False
+    )
     return app

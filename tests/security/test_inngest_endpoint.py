@@ -183,11 +183,6 @@ async def test_the_same_call_signed_with_our_key_runs_the_function(
     assert (job["status"], job["attempt"], job["run_id"]) == ("processing", 1, "run-1")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="inngest-py 0.5 checks the HMAC but not the age of the signature's timestamp; "
-    "handlers.limits.FreshInngestSignature closes it once handlers/app.py installs it",
-)
 async def test_a_replayed_call_with_an_old_signature_is_refused(
     queued_job: QueuedJob, database_url: str
 ) -> None:
@@ -202,21 +197,13 @@ async def test_a_replayed_call_with_an_old_signature_is_refused(
     assert await fetch(database_url, JOB_STATE_SQL) == before
 
 
-UNSIGNED_SYNC_IS_OPEN = pytest.mark.xfail(
-    strict=True,
-    reason="inngest.fast_api.serve defaults to enable_unauthed_sync=True: handlers/app.py must "
-    "pass enable_unauthed_sync=False",
-)
-
-
 @pytest.mark.parametrize(
     "headers",
     [
-        pytest.param({}, id="out-of-band-unsigned", marks=UNSIGNED_SYNC_IS_OPEN),
+        pytest.param({}, id="out-of-band-unsigned"),
         pytest.param(
             {"x-inngest-signature": f"t={int(time.time())}&s=deadbeef"},
             id="out-of-band-forged",
-            marks=UNSIGNED_SYNC_IS_OPEN,
         ),
         pytest.param({"x-inngest-sync-kind": "in_band"}, id="in-band-unsigned"),
     ],
