@@ -54,6 +54,7 @@ class Plan(TypedDict):
 
 class Claim(Plan):
     claimed: bool
+    payload: dict[str, Any]  # the job's stored payload, which outranks the event's data
 
 
 def plan_from(state: StateSnapshot) -> Plan:
@@ -114,9 +115,11 @@ def create_tool_handoff(
                 await services.pool(), key, ctx.run_id, lease_s=settings.job_lease_s
             )
             if job is None:
-                return {"claimed": False, "done": True, "pending": []}
-            state = await (await graph_for(payload)).aget_state(config)
-            return {"claimed": True, **plan_from(state)}
+                return {"claimed": False, "done": True, "pending": [], "payload": {}}
+            stored = HandoffPayload.model_validate(job.payload)
+            graph = await graph_for(stored)
+            state = await graph.aget_state(thread_config(ThreadId(stored.thread_id)))
+            return {"claimed": True, "payload": job.payload, **plan_from(state)}
 
         async def run_tool(call: dict[str, Any]) -> ToolResult:
             pool = await services.pool()
@@ -206,6 +209,12 @@ def create_tool_handoff(
         if not claimed["claimed"]:
             logger.info("job already taken or finished; nothing to do", extra=log)
             return {"status": "skipped"}
+        # From here on the job row, written by the request that handed off, says which thread,
+        # message and model this is: the event only names the job. The steps above read these
+        # names when they run, so rebinding them here is what they see.
+        payload = HandoffPayload.model_validate(claimed["payload"])
+        thread_id = ThreadId(payload.thread_id)
+        config = thread_config(thread_id)
         plan: Plan = claimed
         round_no = 0
         while not plan["done"]:

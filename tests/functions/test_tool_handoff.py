@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter
 
+import inngest
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
 from agent.snapshot import APOLOGY
 from agent.tools import demo_tools
+from infra.events import HANDOFF_EVENT
 from tests.handlers.test_turns import durable_messages
 from tests.support import create_user_with_chat, fetch, running_stack, token_for
 
@@ -140,6 +143,32 @@ async def test_a_replay_takes_over_a_job_whose_run_went_silent_past_the_lease(
         {"status": "completed", "rounds": 0} if taken_over else {"status": "skipped"}
     )
     assert job["status"] == ("completed" if taken_over else "processing")
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "completed"
+    assert "42" in message["content"]
+
+
+async def test_the_job_row_not_the_event_says_which_message_and_model(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        # GIVEN a handed-off job whose event never arrived
+        stack.executor.refuse_events(5)
+        events = await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": "/calc 2*21"}
+        )
+        key = events[-1][1]["eventId"]
+        [job] = await fetch(database_url, "select payload from job_runs")
+        # WHEN an event with its id arrives carrying other data
+        tampered = {
+            **job["payload"],
+            "rootMessageId": str(uuid.uuid4()),
+            "modelConfig": {"model": "no-such-provider:model"},
+        }
+        await stack.app.state.events.send(inngest.Event(id=key, name=HANDOFF_EVENT, data=tampered))
+        await stack.executor.wait_idle()
+        [run] = stack.executor.runs()
+    # THEN the run used the stored payload: the real message completed with the scripted model
+    assert run.status == "completed"
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
     assert message["status"] == "completed"
     assert "42" in message["content"]
