@@ -15,10 +15,14 @@ import httpx
 import jwt
 import psycopg
 from fastapi import FastAPI
+from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 
+from agent.threads import thread_config, thread_key
 from handlers.app import create_app
+from infra.db import connect
 from infra.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
 from infra.settings import Settings
 
@@ -74,6 +78,17 @@ async def fetch(database_url: str, query: str, *params: Any) -> list[dict[str, A
         database_url, autocommit=True, row_factory=dict_row
     ) as conn:
         return await (await conn.execute(query, params)).fetchall()
+
+
+async def durable_messages(
+    database_url: str, chat_id: uuid.UUID, assistant: str = "default"
+) -> list[BaseMessage]:
+    """The messages of the thread's latest durable checkpoint ([] for a new thread)."""
+    async with await connect(database_url) as conn:
+        latest = await AsyncPostgresSaver(conn).aget_tuple(
+            thread_config(thread_key(chat_id, assistant))
+        )
+    return list(latest.checkpoint["channel_values"]["messages"]) if latest else []
 
 
 @dataclass

@@ -13,8 +13,7 @@ from langchain_core.tools import tool
 from agent.snapshot import APOLOGY
 from agent.tools import demo_tools
 from infra.events import HANDOFF_EVENT
-from tests.handlers.test_turns import durable_messages
-from tests.support import create_user_with_chat, fetch, running_stack, token_for
+from tests.support import create_user_with_chat, durable_messages, fetch, running_stack, token_for
 
 
 async def test_parallel_tool_calls_each_run_once_as_their_own_step(database_url: str) -> None:

@@ -5,25 +5,8 @@ from __future__ import annotations
 import uuid
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-from agent.threads import thread_config, thread_key
-from infra.db import create_pool
-from tests.support import create_user_with_chat, fetch, running_stack, token_for
-
-
-async def durable_messages(
-    database_url: str, chat_id: uuid.UUID, assistant: str = "default"
-) -> list[object]:
-    pool = create_pool(database_url, max_size=1)
-    await pool.open()
-    try:
-        saver = AsyncPostgresSaver(pool)
-        found = await saver.aget_tuple(thread_config(thread_key(chat_id, assistant)))
-        assert found is not None
-        return list(found.checkpoint["channel_values"]["messages"])
-    finally:
-        await pool.close()
+from tests.support import create_user_with_chat, durable_messages, fetch, running_stack, token_for
 
 
 async def test_tool_turn_streams_hands_off_and_completes_in_background(database_url: str) -> None:
@@ -61,15 +44,15 @@ async def test_tool_turn_streams_hands_off_and_completes_in_background(database_
         # AND the durable checkpoint holds the whole conversation
         history = await durable_messages(database_url, chat_id)
         assert [type(m) for m in history] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
-        assert history[2].content == "42"  # type: ignore[attr-defined]
+        assert history[2].content == "42"
 
         # WHEN the user sends a second turn THEN the agent sees the first turn
         events = await stack.respond(token, {"chatId": str(chat_id), "content": "thanks!"})
         assert events[-1][0] == "done"
         history = await durable_messages(database_url, chat_id)
         assert len(history) == 6
-        assert history[0].content == "/calc 2*21"  # type: ignore[attr-defined]
-        assert history[4].content == "thanks!"  # type: ignore[attr-defined]
+        assert history[0].content == "/calc 2*21"
+        assert history[4].content == "thanks!"
 
 
 async def test_plain_message_finishes_on_the_quick_path(database_url: str) -> None:
@@ -97,7 +80,7 @@ async def test_plain_message_finishes_on_the_quick_path(database_url: str) -> No
     assert rows[0]["id"] == message_id
     assert rows[1]["content"] == done["content"]
     history = await durable_messages(database_url, chat_id)
-    assert [m.content for m in history] == ["hello there", done["content"]]  # type: ignore[attr-defined]
+    assert [m.content for m in history] == ["hello there", done["content"]]
 
 
 async def test_assistants_in_one_chat_keep_separate_histories(database_url: str) -> None:

@@ -23,20 +23,24 @@ from typing import Any
 import psycopg
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool, tool
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from agent.threads import thread_config, thread_key
 from agent.tools import demo_tools
 from agent.tools import sleep as demo_sleep
-from infra.db import create_pool
 from infra.migrate import migrate
 from infra.runtime import Services
 from tests.databases import fresh_database, migrated_template, resolve_server_url, with_database
 from tests.pg_servers import RestartablePostgres, StopMode, pgbouncer, restartable_postgres
 from tests.reliability.scenarios import Figures
-from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    durable_messages,
+    fetch,
+    running_stack,
+    token_for,
+)
 
 Event = tuple[str, dict[str, Any]]
 
@@ -208,7 +212,7 @@ async def _conclude(
     seen.jobs = await fetch(
         database_url, "select id, status, root_message_id, idempotency_key from job_runs"
     )
-    seen.history = await _durable_history(database_url, chat_id)
+    seen.history = await durable_messages(database_url, chat_id)
     expected = [uuid.UUID(events[0][1]["assistantMessageId"]) for events in seen.turns]
     handoffs = sum(1 for events in seen.turns if events[-1][0] == "handoff")
     completed = {m["id"] for m in seen.messages if m["status"] == "completed"}
@@ -222,15 +226,3 @@ async def _conclude(
         + sum(1 for message_id in expected if message_id not in completed),
         "seconds": round(seconds, 3),
     }
-
-
-async def _durable_history(database_url: str, chat_id: uuid.UUID) -> list[BaseMessage]:
-    pool = create_pool(database_url, max_size=1)
-    await pool.open()
-    try:
-        found = await AsyncPostgresSaver(pool).aget_tuple(
-            thread_config(thread_key(chat_id, "default"))
-        )
-        return [] if found is None else list(found.checkpoint["channel_values"]["messages"])
-    finally:
-        await pool.close()

@@ -20,15 +20,13 @@ from typing import Annotated, Any, NotRequired, TypedDict
 import psycopg
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
-from agent.threads import thread_config, thread_key
 from agent.tools import demo_tools
-from infra.db import connect
 from tests.support import (
     DRAFT_LOG_SQL,
     Stack,
     create_user_with_chat,
+    durable_messages,
     fetch,
     running_stack,
     token_for,
@@ -78,13 +76,6 @@ async def prepare(database_url: str) -> None:
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(PREPARE_SQL)
         await conn.execute(DRAFT_LOG_SQL)
-
-
-async def durable_messages(database_url: str, chat_id: uuid.UUID) -> list[BaseMessage]:
-    """The messages of the thread's latest durable checkpoint."""
-    async with await connect(database_url) as conn:
-        latest = await AsyncPostgresSaver(conn).aget_tuple(thread_config(thread_key(chat_id)))
-    return list(latest.checkpoint["channel_values"]["messages"]) if latest else []
 
 
 def comparable(messages: list[BaseMessage]) -> list[tuple[Any, ...]]:
