@@ -6,14 +6,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-import inngest.fast_api
+import inngest
 from fastapi import FastAPI
 from langchain_core.tools import BaseTool
 
 from agent.tools import demo_tools
 from functions.client import create_inngest_client
-from functions.outbox_relay import create_outbox_relay
-from functions.tool_handoff import create_tool_handoff
 from handlers import respond
 from handlers.auth import Authenticator
 from handlers.errors import install_error_handlers
@@ -24,7 +22,14 @@ from infra.settings import Settings
 INNGEST_PATH = "/api/inngest"
 
 
-def create_app(settings: Settings | None = None, *, tools: list[BaseTool] | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    *,
+    tools: list[BaseTool] | None = None,
+    serve_inngest: bool = True,
+) -> FastAPI:
+    """The whole app; with `serve_inngest=False`, only what the quick path needs (the respond
+    Lambda, whose cold start pays for every import)."""
     settings = settings or Settings()
     services = Services(settings)
     tools = tools if tools is not None else demo_tools()
@@ -44,17 +49,34 @@ def create_app(settings: Settings | None = None, *, tools: list[BaseTool] | None
     app.state.events = client
     app.state.tools = tools
     app.state.turns = set()
+    app.state.inngest_functions = []
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.add_middleware(
-        FreshInngestSignature, path=INNGEST_PATH, enabled=not settings.inngest_is_dev_server
-    )
     app.include_router(respond.router)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
+    if serve_inngest:
+        _serve_inngest(app, client, services, tools)
+    return app
+
+
+def _serve_inngest(
+    app: FastAPI, client: inngest.Inngest, services: Services, tools: list[BaseTool]
+) -> None:
+    # Imported here, not at the top, so the respond Lambda never loads the function code.
+    import inngest.fast_api
+
+    from functions.outbox_relay import create_outbox_relay
+    from functions.tool_handoff import create_tool_handoff
+
+    app.add_middleware(
+        FreshInngestSignature,
+        path=INNGEST_PATH,
+        enabled=not services.settings.inngest_is_dev_server,
+    )
     functions = [
         create_tool_handoff(client, services, tools),
         create_outbox_relay(client, services),
@@ -65,4 +87,3 @@ def create_app(settings: Settings | None = None, *, tools: list[BaseTool] | None
     inngest.fast_api.serve(
         app, client, functions, serve_path=INNGEST_PATH, enable_unauthed_sync=False
     )
-    return app

@@ -1,0 +1,12 @@
+"""Lambda entry for `respond`: uvicorn serves this app behind the Lambda Web Adapter (run.sh).
+
+Mangum would buffer the whole SSE body; the adapter streams it to a Function URL in
+RESPONSE_STREAM mode. Only the quick path is imported: a cold start pays for every module.
+"""
+
+from handlers.app import create_app
+from infra.logs import configure_logging
+from infra.secrets import load_settings
+
+configure_logging()
+app = create_app(load_settings(), serve_inngest=False)

