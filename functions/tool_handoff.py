@@ -36,6 +36,7 @@ from infra import chat_store
 from infra.checkpoints import durable_saver
 from infra.drafts import DraftWriter
 from infra.events import HANDOFF_EVENT, HandoffPayload
+from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.tool_results import ToolResult, fetch_result, store_result
 
@@ -69,6 +70,7 @@ def create_tool_handoff(
     tools = tools if tools is not None else demo_tools()
     tools_by_name = {t.name: t for t in tools}
     settings = services.settings
+    large_outputs = LargeOutputs(settings.large_output_bucket)
 
     async def graph_for(payload: HandoffPayload) -> AgentGraph:
         return build_agent_graph(
@@ -137,8 +139,13 @@ def create_tool_handoff(
                 output = await tool.ainvoke({**call, "type": "tool_call"})
             except (ToolInputError, ValidationError) as exc:
                 raise inngest.NonRetriableError(f"invalid input for {call['name']}") from exc
-            content = output.content if isinstance(output, ToolMessage) else output
-            result = ToolResult(id=call["id"], name=call["name"], content=str(content))
+            content = str(output.content if isinstance(output, ToolMessage) else output)
+            result = ToolResult(id=call["id"], name=call["name"], content=content)
+            shrunk = await large_outputs.shrink(
+                job_key=key, call_id=call["id"], name=call["name"], content=content
+            )
+            if shrunk is not None:
+                result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
             return await store_result(pool, thread_id, result)
 
         async def model_round(results: list[ToolResult]) -> Plan:
@@ -161,7 +168,12 @@ def create_tool_handoff(
                     for r in fresh
                 ]
                 messages = [
-                    ToolMessage(content=r["content"], tool_call_id=r["id"], name=r["name"])
+                    ToolMessage(
+                        content=r["content"],
+                        tool_call_id=r["id"],
+                        name=r["name"],
+                        artifact=r.get("artifact"),
+                    )
                     for r in fresh
                 ]
                 await graph.aupdate_state(

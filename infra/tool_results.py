@@ -7,17 +7,20 @@ id, the first stored result wins and every later attempt reuses it.
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
+
+from psycopg.types.json import Jsonb
 
 from infra.db import Pool
+from infra.large_outputs import OutputRef
 
 FETCH_SQL = """
-select tool_call_id as id, name, content from handoff.tool_results
+select tool_call_id as id, name, content, artifact from handoff.tool_results
 where thread_id = %s and tool_call_id = %s
 """
 STORE_SQL = """
-insert into handoff.tool_results (thread_id, tool_call_id, name, content)
-values (%s, %s, %s, %s)
+insert into handoff.tool_results (thread_id, tool_call_id, name, content, artifact)
+values (%s, %s, %s, %s, %s)
 on conflict (thread_id, tool_call_id) do nothing
 """
 
@@ -26,18 +29,33 @@ class ToolResult(TypedDict):
     id: str
     name: str
     content: str
+    artifact: NotRequired[OutputRef | None]  # where a large output is (content is its preview)
 
 
 async def fetch_result(pool: Pool, thread_id: str, tool_call_id: str) -> ToolResult | None:
     async with pool.connection() as conn:
         row = await (await conn.execute(FETCH_SQL, (thread_id, tool_call_id))).fetchone()
-    return ToolResult(id=row["id"], name=row["name"], content=row["content"]) if row else None
+    if row is None:
+        return None
+    return ToolResult(
+        id=row["id"], name=row["name"], content=row["content"], artifact=row["artifact"]
+    )
 
 
 async def store_result(pool: Pool, thread_id: str, result: ToolResult) -> ToolResult:
     """Store `result` unless a concurrent attempt stored one first; returns the stored one."""
     async with pool.connection() as conn:
-        await conn.execute(STORE_SQL, (thread_id, result["id"], result["name"], result["content"]))
+        artifact = result.get("artifact")
+        await conn.execute(
+            STORE_SQL,
+            (
+                thread_id,
+                result["id"],
+                result["name"],
+                result["content"],
+                None if artifact is None else Jsonb(artifact),
+            ),
+        )
     stored = await fetch_result(pool, thread_id, result["id"])
     if stored is None:
         raise RuntimeError(f"tool result {result['id']} vanished after it was stored")
