@@ -584,7 +584,10 @@ def _normalize_event(item: object) -> JSONDict:
 
 def loopback_socket(host: str = "127.0.0.1") -> socket.socket:
     """A bound socket on a free port: reserve origins before building clients/apps."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # proto=IPPROTO_TCP, not the default 0: asyncio sets TCP_NODELAY only on connections whose
+    # socket says TCP. Without it, Nagle holds each small SSE write until the client's delayed
+    # ACK (~40 ms on Linux) releases it.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, 0))
     return sock
