@@ -1,4 +1,4 @@
-"""`handoff dev` and `handoff migrate`."""
+"""`handoff dev`, `handoff migrate` and `handoff package`."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ import asyncio
 import logging
 import secrets
 import shlex
+import shutil
 import socket
 import sys
 import time
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 import jwt
 
@@ -20,6 +22,7 @@ from infra import chat_store
 from infra.chat_store import ChatId, UserId
 from infra.db import connect
 from infra.embedded_pg import start_embedded_postgres
+from infra.lambda_package import UNZIPPED_LIMIT_BYTES, Artefact, build_artefacts
 from infra.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
 from infra.logs import configure_logging
 from infra.migrate import migrate
@@ -31,6 +34,8 @@ DEMO_USER_ID = UserId(uuid.UUID("00000000-0000-4000-8000-00000000d3e0"))
 DEMO_CHAT_ID = ChatId(uuid.UUID("00000000-0000-4000-8000-00000000c4a7"))
 DEMO_EMAIL = "demo@handoff.local"
 DEV_TOKEN_TTL_SECONDS = 24 * 3600
+# The checkout: `handoff package` reads its uv.lock and copies its packages.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -40,7 +45,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
     commands.add_parser("migrate", help="apply migrations to DATABASE_URL")
+    package = commands.add_parser("package", help="build the Lambda zips serverless.yml deploys")
+    package.add_argument("--out", type=Path, default=PROJECT_ROOT / "dist")
+    package.add_argument("--uv", default=shutil.which("uv"), help="uv binary (default: on PATH)")
     args = parser.parse_args(argv)
+    if args.command == "package":
+        if not args.uv:
+            parser.error("uv is not on PATH: pass --uv /path/to/uv")
+        package_lambdas(args.out, args.uv)
+        return
     configure_logging()
     if args.command == "migrate":
         settings = Settings()
@@ -52,6 +65,21 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         return
     asyncio.run(dev_server(Settings(), args.host, args.port))
+
+
+def package_lambdas(out: Path, uv: str) -> None:
+    for artefact in build_artefacts(PROJECT_ROOT, out, uv=uv):
+        print(describe_artefact(artefact), flush=True)
+
+
+def describe_artefact(artefact: Artefact) -> str:
+    mib = 2**20
+    largest = ", ".join(f"{name} {size / mib:.1f}" for name, size in artefact.largest)
+    return (
+        f"{artefact.path}: {artefact.zipped_bytes / mib:.1f} MiB zipped, "
+        f"{artefact.unzipped_bytes / mib:.1f} MiB unzipped "
+        f"(Lambda allows {UNZIPPED_LIMIT_BYTES / mib:.0f}); largest (MiB): {largest}"
+    )
 
 
 def mint_dev_token(secret: str, user_id: UserId, audience: str) -> str:
