@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
@@ -15,6 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import StateSnapshot
 
+from agent.model import create_model_from_config
 from agent.state import SCHEMA_VERSION, AgentState, ToolInvocation
 
 AGENT_NODE = "agent"
@@ -96,6 +99,47 @@ def build_agent_graph(
         checkpointer=checkpointer,
         interrupt_before=[TOOLS_NODE] if interrupt_before_tools else None,
     )
+
+
+class CompiledGraphs:
+    """Compiled graphs by model config and tool set, each handed out bound to a checkpointer.
+
+    Compiling costs milliseconds of CPU (LangGraph inspects every node's code), which a turn
+    would otherwise pay before its first token. A compiled graph keeps no run state, so one per
+    model config serves every turn; each turn gets a shallow copy holding its own checkpointer.
+    """
+
+    def __init__(self, *, limit: int = 32) -> None:
+        self._limit = limit
+        # Values keep the tools alive, so the ids in a key cannot be reused while it is cached.
+        self._graphs: OrderedDict[tuple[str, int, tuple[int, ...]], tuple[Any, AgentGraph]] = (
+            OrderedDict()
+        )
+
+    def bound(
+        self,
+        model_spec: dict[str, Any],
+        tools: Sequence[BaseTool],
+        checkpointer: BaseCheckpointSaver[Any],
+        *,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+    ) -> AgentGraph:
+        key = (
+            json.dumps(model_spec, sort_keys=True, default=str),
+            max_tool_rounds,
+            tuple(id(t) for t in tools),
+        )
+        cached = self._graphs.get(key)
+        if cached is None:
+            model = create_model_from_config(model_spec)
+            graph = build_agent_graph(model, tools, None, max_tool_rounds=max_tool_rounds)
+            cached = (list(tools), graph)
+            self._graphs[key] = cached
+            if len(self._graphs) > self._limit:
+                self._graphs.popitem(last=False)
+        else:
+            self._graphs.move_to_end(key)
+        return cached[1].copy(update={"checkpointer": checkpointer})
 
 
 def state_values(state: StateSnapshot) -> AgentState:

@@ -17,8 +17,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agent.graph import TOOLS_NODE, build_agent_graph, state_values, stream_agent_text
-from agent.model import create_model_from_config
+from agent.graph import TOOLS_NODE, CompiledGraphs, state_values, stream_agent_text
 from agent.snapshot import APOLOGY, render_agent_snapshot
 from agent.threads import ThreadId, thread_config
 from handlers.errors import ERRORS
@@ -32,6 +31,9 @@ from infra.runtime import Services
 logger = logging.getLogger(__name__)
 
 Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+# Compiled once per model config and tool set in this process, not once per turn.
+_graphs = CompiledGraphs()
 
 
 @dataclass(frozen=True)
@@ -82,11 +84,8 @@ async def _stream_and_persist(
     pool = await services.pool()
     memory = InMemorySaver()
     known = await load_latest_into_memory(durable_saver(pool), memory, turn.thread_id)
-    graph = build_agent_graph(
-        create_model_from_config(turn.model_spec),
-        tools,
-        memory,
-        max_tool_rounds=services.settings.max_tool_rounds,
+    graph = _graphs.bound(
+        turn.model_spec, tools, memory, max_tool_rounds=services.settings.max_tool_rounds
     )
     config = thread_config(turn.thread_id)
     config["run_id"] = uuid.UUID(turn.run_id)
