@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import pytest
+import yaml
 from langchain_core.messages import ToolMessage
 from moto import mock_aws
 from mypy_boto3_s3 import S3Client
+from mypy_boto3_s3.type_defs import LifecycleRuleTypeDef
 
 from agent.tools import report
-from infra.large_outputs import KEY_PREFIX, LARGE_OUTPUT_BYTES, PREVIEW_CHARS
+from infra.large_outputs import KEY_PREFIX, LARGE_OUTPUT_BYTES, PREVIEW_CHARS, LargeOutputs
 from tests.support import create_user_with_chat, durable_messages, fetch, running_stack, token_for
 
 BUCKET = "handoff-tool-outputs-test"
+SERVERLESS_YML = Path(__file__).resolve().parents[2] / "serverless.yml"
 
 
 @pytest.fixture
@@ -104,3 +108,42 @@ async def test_without_a_bucket_a_large_output_stays_whole(database_url: str) ->
     [result] = await fetch(database_url, "select * from handoff.tool_results")
     assert result["artifact"] is None
     assert result["content"] == report.invoke({"input": "300"})
+
+
+def deployed_lifecycle_rules() -> list[LifecycleRuleTypeDef]:
+    """The bucket's lifecycle rules as serverless.yml declares them, in the S3 API's shape."""
+    template = yaml.safe_load(SERVERLESS_YML.read_text())
+    bucket = template["resources"]["Resources"]["LargeOutputBucket"]
+    return [
+        {
+            "ID": rule["Id"],
+            "Status": rule["Status"],
+            "Filter": {"Prefix": rule.get("Prefix", "")},
+            "Expiration": {"Days": rule["ExpirationInDays"]},
+        }
+        for rule in bucket["Properties"]["LifecycleConfiguration"]["Rules"]
+        if "ExpirationInDays" in rule
+    ]
+
+
+async def test_the_deployed_lifecycle_rule_expires_every_stored_output(s3: S3Client) -> None:
+    # GIVEN the bucket with the lifecycle configuration serverless.yml deploys
+    s3.put_bucket_lifecycle_configuration(
+        Bucket=BUCKET, LifecycleConfiguration={"Rules": deployed_lifecycle_rules()}
+    )
+
+    # WHEN a large output is stored
+    shrunk = await LargeOutputs(BUCKET).shrink(
+        job_key="job-1", call_id="call_1", name="report", content="x" * (LARGE_OUTPUT_BYTES + 1)
+    )
+
+    # THEN exactly one enabled rule covers its key, and it expires the object after 30 days
+    assert shrunk is not None
+    key = shrunk["artifact"]["uri"].removeprefix(f"s3://{BUCKET}/")
+    rules = s3.get_bucket_lifecycle_configuration(Bucket=BUCKET)["Rules"]
+    covering = [
+        rule
+        for rule in rules
+        if rule["Status"] == "Enabled" and key.startswith(rule.get("Filter", {}).get("Prefix", ""))
+    ]
+    assert [rule.get("Expiration", {}).get("Days") for rule in covering] == [30]
