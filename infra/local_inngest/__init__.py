@@ -1,0 +1,75 @@
+"""Development/test-only stand-in for the Inngest server.
+
+No Inngest dev-server binary exists on this machine, so ``LocalInngest`` plays both
+server roles against the app's real serve endpoint, over real HTTP:
+
+* **Event API** (``intake``): ``POST /e/{event_key}`` exactly as ``Inngest.send`` posts
+  it; answers ``{"ids": [...], "status": 200}``; 401 on a wrong event key. Event ids
+  are deduplicated (24h, in memory): a repeated id is accepted but starts no run.
+  ``replay()`` starts a fresh run for a stored event, like the dashboard's replay.
+* **Executor**: ``POST {serve_url}?fnId=<id>&stepId=<step>`` with the request body the
+  SDK parses and an ``X-Inngest-Signature`` it verifies (and the SDK's response
+  signature is checked in turn). Step results are memoized as parsed JSON; step and
+  function errors retry with a configurable backoff, counting attempts per step the way
+  Inngest does (the counter resets once a step completes); parallel steps are planned,
+  run one targeted request each, then discovery continues with
+  ``disable_immediate_execution``; a finally failed run emits
+  ``inngest/function.failed``, which reaches ``on_failure`` handlers; keyed
+  ``concurrency`` limits how many SDK requests are in flight per key value.
+* Cron schedules fire at the top of each UTC minute that matches (see ``infra.cron`` for
+  the syntax), while ``schedules=True``; ``fire()`` runs a cron function at once.
+* Faults, for reliability tests: ``drop_step_output()`` discards the SDK's answer for a
+  named step once it has run (a crash before the result was memoized), and
+  ``refuse_events()`` makes the intake answer 503 (an Inngest outage).
+
+NOT simulated (do not infer production behaviour from these):
+
+* ``step.sleep``/``sleep_until``, ``step.wait_for_event``, ``step.invoke``,
+  ``step.ai.*``: the run fails with error name ``LocalInngestUnsupported``.
+* Trigger ``expression`` filters other than
+  ``event.<path> == '<string>'`` are rejected at construction; event-name wildcards
+  only as a trailing ``*``.
+* Batching, debounce, rate limits, throttle, priority, singleton, cancellation
+  (``cancel``), timeouts, the function-level ``idempotency`` option.
+* ``RetryAfterError``'s ``retry-after`` time (the configured backoff is used), backoff
+  jitter, ``use_api`` payload offloading, streaming responses, Connect.
+* Concurrency keys other than ``event.<path>`` (checked at construction); ``account``
+  and ``env`` scopes share slots only among functions of this instance.
+* Multiple apps, app sync/registration, the REST API, durable queues and persistence:
+  everything lives in memory and ``stop()`` abandons in-flight runs.
+* The ids answered by the intake are the events' own ids (generated when missing);
+  real Inngest answers internal ULIDs.
+
+The app's client must use ``is_production=True`` and the same signing key: a dev-mode
+SDK neither verifies nor signs, and its runs are aborted. Everything runs on the event
+loop that called ``start()``; serve the intake on that loop (``serve_intake``).
+
+Modules: ``executor`` (``LocalInngest``, the run driver), ``transport`` (one signed call to
+the serve endpoint), ``targets`` (function configs), ``expressions`` (trigger filters),
+``intake`` (the Event API, dedup), ``runs`` (run state, ``RunRecord``), ``signing``,
+``server`` (``serve_asgi`` and loopback sockets).
+"""
+
+from infra.local_inngest.executor import (
+    FUNCTION_FAILED_EVENT,
+    SCHEDULED_EVENT,
+    LocalInngest,
+)
+from infra.local_inngest.runs import FUNCTION_ATTEMPT_KEY, RunRecord, RunStatus
+from infra.local_inngest.server import loopback_socket, serve_asgi, socket_origin
+from infra.local_inngest.signing import sign_body
+from infra.local_inngest.targets import DEFAULT_RETRIES
+
+__all__ = [
+    "DEFAULT_RETRIES",
+    "FUNCTION_ATTEMPT_KEY",
+    "FUNCTION_FAILED_EVENT",
+    "SCHEDULED_EVENT",
+    "LocalInngest",
+    "RunRecord",
+    "RunStatus",
+    "loopback_socket",
+    "serve_asgi",
+    "sign_body",
+    "socket_origin",
+]

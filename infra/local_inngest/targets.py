@@ -1,0 +1,70 @@
+"""The functions the executor drives, read from the SDK's own registration config."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import inngest
+
+from infra.cron import Cron
+from infra.local_inngest.expressions import PATH_EXPR, EventFilter, compile_filter
+
+# Inngest's documented default when a function sets no `retries`.
+DEFAULT_RETRIES = 4
+# The SDK registers every function's entry point under this step id.
+ROOT_STEP = "step"
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    fn_id: str
+    triggers: tuple[tuple[str, EventFilter | None], ...]
+    crons: tuple[tuple[str, Cron], ...]
+    max_attempts: int
+    concurrency: tuple[inngest.Concurrency, ...]
+    is_failure_handler: bool
+
+    def matches(self, event: Mapping[str, Any]) -> bool:
+        name = str(event["name"])
+        for pattern, predicate in self.triggers:
+            named = pattern == name or (pattern.endswith("*") and name.startswith(pattern[:-1]))
+            if named and (predicate is None or predicate(event)):
+                return True
+        return False
+
+
+def build_targets(functions: Sequence[inngest.Function[Any]], serve_url: str) -> list[Target]:
+    """One target per function and per on_failure handler; unsupported options raise."""
+    out: list[Target] = []
+    for fn in functions:
+        config = fn.get_config(serve_url)
+        for fc in (config.main, config.on_failure):
+            if fc is None:
+                continue
+            for c in fc.concurrency or []:
+                if c.key is not None and not PATH_EXPR.match(c.key):
+                    raise ValueError(f"{fc.id}: unsupported concurrency key {c.key!r}")
+            retries = fc.steps[ROOT_STEP].retries
+            triggers = tuple(
+                (t.event, compile_filter(t.expression))
+                for t in fc.triggers
+                if isinstance(t, inngest.TriggerEvent)
+            )
+            crons = tuple(
+                (t.cron, Cron.parse(t.cron))
+                for t in fc.triggers
+                if isinstance(t, inngest.TriggerCron)
+            )
+            out.append(
+                Target(
+                    fn_id=fc.id,
+                    triggers=triggers,
+                    crons=crons,
+                    max_attempts=(DEFAULT_RETRIES if retries is None else retries.attempts) + 1,
+                    concurrency=tuple(fc.concurrency or ()),
+                    is_failure_handler=fc is config.on_failure,
+                )
+            )
+    return out
