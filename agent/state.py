@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 
 from langchain_core.messages import AnyMessage
 from langgraph.graph.message import add_messages
 
-# Bump when a change to the state needs more than defaults to read an older checkpoint.
+# Every checkpoint records the version that wrote it (checkpoint metadata `schema_version`).
+# Additive changes to the state keep the version: defaults fill what older checkpoints lack.
+# Bump it for a change that needs more than defaults, and raise OLDEST_READABLE_SCHEMA_VERSION
+# past the versions this code can no longer read.
 SCHEMA_VERSION = 1
+OLDEST_READABLE_SCHEMA_VERSION = 1
 
 AgentStatus = Literal["streaming", "needs_tool_handoff", "running_tools", "completed", "error"]
 ToolStatus = Literal["pending", "completed", "error"]
@@ -46,3 +51,15 @@ class AgentState(TypedDict):
     tool_invocations: NotRequired[Annotated[list[ToolInvocation], merge_invocations]]
     error: NotRequired[AgentError | None]
     schema_version: NotRequired[int]
+
+
+def readable_schema(version: int) -> bool:
+    """Whether this code can resume a checkpoint written by `version` (a newer one may hold
+    state this code does not know; an older one, state it no longer knows how to read)."""
+    return OLDEST_READABLE_SCHEMA_VERSION <= version <= SCHEMA_VERSION
+
+
+def checkpoint_schema(metadata: Mapping[str, Any] | None) -> int:
+    """The version that wrote a checkpoint; those from before versions were recorded are 1."""
+    version = (metadata or {}).get("schema_version", 1)
+    return version if isinstance(version, int) else -1

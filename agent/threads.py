@@ -8,6 +8,8 @@ from uuid import UUID
 
 from langchain_core.runnables import RunnableConfig
 
+from agent.state import SCHEMA_VERSION
+
 ThreadId = NewType("ThreadId", str)
 
 DEFAULT_ASSISTANT_ID = "default"
@@ -24,4 +26,8 @@ def thread_key(chat_id: UUID, assistant_id: str = DEFAULT_ASSISTANT_ID) -> Threa
 
 
 def thread_config(thread_id: ThreadId, **configurable: object) -> RunnableConfig:
-    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", **configurable}}
+    """The config of a thread; every checkpoint written through it records SCHEMA_VERSION."""
+    return {
+        "configurable": {"thread_id": thread_id, "checkpoint_ns": "", **configurable},
+        "metadata": {"schema_version": SCHEMA_VERSION},
+    }
