@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import logging
 from functools import partial
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import inngest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import StateSnapshot
 from pydantic import ValidationError
 
@@ -22,20 +24,32 @@ from agent.graph import (
     AGENT_NODE,
     TOOLS_NODE,
     AgentGraph,
-    build_agent_graph,
+    CompiledGraphs,
     pending_tool_calls,
     state_values,
     stream_agent_text,
 )
-from agent.model import create_model_from_config
-from agent.snapshot import APOLOGY, PARAGRAPH_BREAK, render_agent_snapshot, turn_text
-from agent.state import ToolInvocation
+from agent.snapshot import (
+    APOLOGY,
+    INCOMPATIBLE_VERSION,
+    PARAGRAPH_BREAK,
+    render_agent_snapshot,
+    turn_text,
+)
+from agent.state import (
+    OLDEST_READABLE_SCHEMA_VERSION,
+    SCHEMA_VERSION,
+    ToolInvocation,
+    checkpoint_schema,
+    readable_schema,
+)
 from agent.threads import ThreadId, thread_config
 from agent.tools import ToolInputError, demo_tools
 from infra import chat_store
-from infra.checkpoints import durable_saver
+from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.drafts import DraftWriter
-from infra.events import HANDOFF_EVENT, HandoffPayload
+from infra.events import CANCEL_EVENT, HANDOFF_EVENT, HandoffPayload
+from infra.job_control import hold_job
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.tool_results import ToolResult, fetch_result, store_result
@@ -51,6 +65,8 @@ class Plan(TypedDict):
 
     done: bool
     pending: list[dict[str, Any]]
+    # The job is no longer this run's (canceled, or taken over after the lease): stop quietly.
+    stopped: NotRequired[bool]
 
 
 class Claim(Plan):
@@ -72,12 +88,11 @@ def create_tool_handoff(
     settings = services.settings
     large_outputs = LargeOutputs(settings.large_output_bucket)
 
-    async def graph_for(payload: HandoffPayload) -> AgentGraph:
-        return build_agent_graph(
-            create_model_from_config(payload.model_spec),
-            tools,
-            durable_saver(await services.pool()),
-            max_tool_rounds=settings.max_tool_rounds,
+    graphs = CompiledGraphs()
+
+    def graph_for(payload: HandoffPayload, saver: BaseCheckpointSaver[Any]) -> AgentGraph:
+        return graphs.bound(
+            payload.model_spec, tools, saver, max_tool_rounds=settings.max_tool_rounds
         )
 
     async def on_failure(ctx: inngest.Context) -> None:
@@ -97,6 +112,13 @@ def create_tool_handoff(
         trigger=inngest.TriggerEvent(event=HANDOFF_EVENT),
         # Limits concurrent steps per chat, not runs: the job_runs claim keeps a job single.
         concurrency=[inngest.Concurrency(limit=1, key="event.data.chatId")],
+        # POST /api/chat/{chatId}/cancel has already ended the job in the database; this stops
+        # the run at its next step instead of letting it find out at its next write.
+        cancel=[
+            inngest.Cancel(
+                event=CANCEL_EVENT, if_exp="event.data.rootMessageId == async.data.messageId"
+            )
+        ],
         retries=RETRIES,
         on_failure=on_failure,
     )
@@ -118,9 +140,24 @@ def create_tool_handoff(
             )
             if job is None:
                 return {"claimed": False, "done": True, "pending": [], "payload": {}}
+            pool = await services.pool()
             stored = HandoffPayload.model_validate(job.payload)
-            graph = await graph_for(stored)
+            graph = graph_for(stored, durable_saver(pool))
             state = await graph.aget_state(thread_config(ThreadId(stored.thread_id)))
+            version = checkpoint_schema(state.metadata)
+            if not readable_schema(version):
+                detail = (
+                    f"checkpoint {state.config['configurable'].get('checkpoint_id')} was written"
+                    f" by schema version {version}; this build reads"
+                    f" {OLDEST_READABLE_SCHEMA_VERSION} to {SCHEMA_VERSION}"
+                )
+                logger.error(
+                    "checkpoint from an incompatible version", extra={**log, "error": detail}
+                )
+                await chat_store.fail_job(
+                    pool, idempotency_key=key, user_text=INCOMPATIBLE_VERSION, error=detail
+                )
+                raise inngest.NonRetriableError(detail)
             return {"claimed": True, "payload": job.payload, **plan_from(state)}
 
         async def run_tool(call: dict[str, Any]) -> ToolResult:
@@ -130,6 +167,12 @@ def create_tool_handoff(
             stored = await fetch_result(pool, thread_id, call["id"])
             if stored is not None:
                 return stored
+            async with pool.connection() as conn:
+                held = await hold_job(conn, key, ctx.run_id)
+            if not held:
+                # Canceled meanwhile: a tool that acts outside (an email) must not act now. The
+                # round after this step finds the job gone and stops; nothing is stored.
+                return ToolResult(id=call["id"], name=call["name"], content="")
             tool = tools_by_name.get(call["name"])
             if tool is None:
                 raise inngest.NonRetriableError(f"unknown tool {call['name']!r}")
@@ -149,7 +192,13 @@ def create_tool_handoff(
             return await store_result(pool, thread_id, result)
 
         async def model_round(results: list[ToolResult]) -> Plan:
-            graph = await graph_for(payload)
+            # The round runs on a copy of the latest checkpoint in memory; its checkpoints land
+            # in one transaction, and only while this run still holds the job. A round canceled
+            # half-way leaves the thread as it was, not with an answer the user never saw.
+            pool = await services.pool()
+            memory = InMemorySaver()
+            known = await load_latest_into_memory(durable_saver(pool), memory, thread_id)
+            graph = graph_for(payload, memory)
             state = await graph.aget_state(config)
             answered = {
                 m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)
@@ -189,6 +238,10 @@ def create_tool_handoff(
             if AGENT_NODE in state.next:
                 await stream_round(graph, state)
                 state = await graph.aget_state(config)
+            async with pool.connection() as conn, conn.transaction():
+                if not await hold_job(conn, key, ctx.run_id):
+                    return {"done": True, "pending": [], "stopped": True}
+                await copy_new_checkpoints(memory, durable_saver(conn), thread_id, known=known)
             return plan_from(state)
 
         async def stream_round(graph: AgentGraph, state: StateSnapshot) -> None:
@@ -209,7 +262,9 @@ def create_tool_handoff(
             logger.info("model round streamed", extra={**log, "draft_writes": writer.writes})
 
         async def finalize() -> None:
-            state = await (await graph_for(payload)).aget_state(config)
+            state = await graph_for(payload, durable_saver(await services.pool())).aget_state(
+                config
+            )
             await chat_store.finalize_job(
                 await services.pool(),
                 idempotency_key=key,
@@ -238,6 +293,9 @@ def create_tool_handoff(
             )
             plan = await ctx.step.run(f"model-round-{round_no}", model_round, list(results))
             round_no += 1
+        if plan.get("stopped"):
+            logger.info("job canceled or taken over; stopping", extra=log)
+            return {"status": "stopped", "rounds": round_no}
         await ctx.step.run("finalize", finalize)
         return {"status": "completed", "rounds": round_no}
 

@@ -90,14 +90,17 @@ update public.message set content = %s, status = 'error', updated_at = now()
 where id = %s and status <> 'completed'
 """
 DELETE_DRAFT_SQL = "delete from public.message_draft where message_id = %s"
+# Only a job still running completes: a canceled one keeps the text it had when canceled.
 COMPLETE_JOB_SQL = """
 update public.job_runs set status = 'completed', error = null, updated_at = now()
-where idempotency_key = %s
+where idempotency_key = %s and status = 'processing'
+returning id
 """
-# A late failure report (another run's, or one after a replay succeeded) must not undo success.
+# Only a live job can fail: a late report (another run's, one after a replay succeeded, the
+# failure handler after the function already failed the job itself) must not undo its end.
 FAIL_JOB_SQL = """
 update public.job_runs set status = 'error', error = %s, updated_at = now()
-where idempotency_key = %s and status <> 'completed'
+where idempotency_key = %s and status in ('queued', 'processing')
 returning root_message_id
 """
 
@@ -238,11 +241,13 @@ async def claim_job(
 async def finalize_job(
     pool: Pool, *, idempotency_key: str, message_id: MessageId, content: str
 ) -> None:
-    """Final content, `completed`, draft gone and job `completed`, all or nothing."""
+    """Final content, `completed`, draft gone and job `completed`, all or nothing; nothing at
+    all when the job is no longer running (canceled, or already finalized by a retry)."""
     async with pool.connection() as conn, conn.transaction():
+        if await (await conn.execute(COMPLETE_JOB_SQL, (idempotency_key,))).fetchone() is None:
+            return
         await conn.execute(FINALIZE_MESSAGE_SQL, (content, message_id))
         await conn.execute(DELETE_DRAFT_SQL, (message_id,))
-        await conn.execute(COMPLETE_JOB_SQL, (idempotency_key,))
 
 
 async def fail_job(pool: Pool, *, idempotency_key: str, user_text: str, error: str) -> bool:

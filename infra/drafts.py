@@ -15,10 +15,15 @@ from infra.chat_store import ChatId, MessageId
 from infra.db import Pool
 
 CURRENT_SEQ_SQL = "select seq from public.message_draft where message_id = %s"
-# The seq guard makes an older write (say, from an attempt that lost its lease) a no-op.
+# The seq guard makes an older write (say, from an attempt that lost its lease) a no-op, and
+# a message that ended (canceled while a round still streamed) gets no new draft.
 UPSERT_DRAFT_SQL = """
 insert into public.message_draft (message_id, chat_id, draft_content, seq, updated_at)
-values (%s, %s, %s, %s, now())
+select %(message_id)s, %(chat_id)s, %(text)s, %(seq)s, now()
+where exists (
+  select 1 from public.message
+  where id = %(message_id)s and status in ('queued', 'streaming')
+)
 on conflict (message_id) do update
 set draft_content = excluded.draft_content, seq = excluded.seq, updated_at = excluded.updated_at
 where public.message_draft.seq < excluded.seq
@@ -107,7 +112,15 @@ class DraftWriter:
             return
         self._seq += 1
         async with self._pool.connection() as conn:
-            await conn.execute(UPSERT_DRAFT_SQL, (self._message_id, self._chat_id, text, self._seq))
+            await conn.execute(
+                UPSERT_DRAFT_SQL,
+                {
+                    "message_id": self._message_id,
+                    "chat_id": self._chat_id,
+                    "text": text,
+                    "seq": self._seq,
+                },
+            )
         self._written = len(text)
         self._last_write = self._clock()
         self.writes += 1

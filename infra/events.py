@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 HANDOFF_EVENT = "chat/tool_handoff"
+# data: {chatId, assistantId, messageId}: the run whose job has that root message stops.
+CANCEL_EVENT = "chat/cancel"
 
 
 class HandoffPayload(BaseModel):

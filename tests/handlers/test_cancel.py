@@ -1,0 +1,139 @@
+"""POST /api/chat/{chatId}/cancel: the job stops, the message keeps what the user saw."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from langchain_core.messages import AIMessage, ToolMessage
+
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    durable_messages,
+    fetch,
+    running_stack,
+    token_for,
+)
+
+
+async def cancel(stack: Stack, token: str, chat_id: uuid.UUID, **body: Any) -> tuple[int, Any]:
+    response = await stack.http.post(
+        f"/api/chat/{chat_id}/cancel",
+        json=body or None,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    return response.status_code, response.json()
+
+
+async def wait_for(database_url: str, query: str) -> dict[str, Any]:
+    """The first row of `query` once it has one (the background writes what we wait for)."""
+    async with asyncio.timeout(20):
+        # Polls: the rows come from other connections' commits, which signal nothing here.
+        while not (rows := await fetch(database_url, query)):  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+    return rows[0]
+
+
+async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
+    database_url: str,
+) -> None:
+    # GIVEN a turn handed off to a tool that takes a while
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1.5"})
+        assert events[-1][0] == "handoff"
+        shown = "".join(data["text"] for name, data in events if name == "token")
+        await wait_for(database_url, "select 1 from job_runs where status = 'processing'")
+
+        # WHEN the user cancels while the tool runs
+        status, body = await cancel(stack, token, chat_id)
+
+        # THEN it is accepted at once and the message and job are settled before the run ends
+        assert status == 202
+        assert body == {"canceled": True, "assistantMessageId": events[-1][1]["assistantMessageId"]}
+        [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+        assert message["status"] == "canceled"
+        assert message["content"] == shown
+        await stack.executor.wait_idle()
+        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+
+    # AND the run stopped before any model round: no answer was streamed or stored after it
+    assert not any(name.startswith("model-round") for name in run.attempts)
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert (message["status"], message["content"]) == ("canceled", shown)
+    [job] = await fetch(database_url, "select status from job_runs")
+    assert job["status"] == "canceled"
+    assert await fetch(database_url, "select * from message_draft") == []
+    history = await durable_messages(database_url, chat_id)
+    assert not any(isinstance(m, ToolMessage) for m in history)
+
+
+async def test_cancel_while_the_answer_streams_keeps_the_partial_draft(database_url: str) -> None:
+    # GIVEN a background round that streams slowly into its draft
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url, scripted_token_delay_ms=40) as stack:
+        await stack.respond(token, {"chatId": str(chat_id), "content": "/report 1"})
+        draft = await wait_for(database_url, "select * from message_draft where seq >= 2")
+
+        # WHEN the user cancels half-way through the answer
+        status, body = await cancel(stack, token, chat_id)
+        assert (status, body["canceled"]) == (202, True)
+        await stack.executor.wait_idle()
+
+    # THEN the message keeps a partial answer, which no later draft write replaced
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "canceled"
+    assert message["content"].startswith(draft["draft_content"])
+    assert "Here is what I found" in message["content"]
+    assert await fetch(database_url, "select * from message_draft") == []
+    [job] = await fetch(database_url, "select status from job_runs")
+    assert job["status"] == "canceled"
+    # AND the thread holds no answer the user never saw: the canceled round was not saved
+    history = await durable_messages(database_url, chat_id)
+    assert isinstance(history[-1], AIMessage)
+    assert history[-1].tool_calls
+
+
+async def test_a_new_turn_runs_after_a_cancel(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1"})
+        assert (await cancel(stack, token, chat_id))[0] == 202
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "hello again"})
+        await stack.executor.wait_idle()
+    assert events[-1][0] == "done"
+    assert "hello again" in events[-1][1]["content"]
+
+
+async def test_canceling_an_idle_chat_is_harmless(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        await stack.respond(token, {"chatId": str(chat_id), "content": "hi"})
+        idle = (202, {"canceled": False, "assistantMessageId": None})
+        assert await cancel(stack, token, chat_id) == idle
+        assert await cancel(stack, token, chat_id, assistantId="other") == idle
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "completed"
+
+
+async def test_only_the_owner_can_cancel(database_url: str) -> None:
+    owner, chat_id = await create_user_with_chat(database_url)
+    stranger, _ = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        await stack.respond(token_for(owner), {"chatId": str(chat_id), "content": "/sleep 0.5"})
+        status, body = await cancel(stack, token_for(stranger), chat_id)
+        assert status == 404
+        assert body["error"]["code"] == "chat_not_found"
+        unauthenticated = await stack.http.post(f"/api/chat/{chat_id}/cancel")
+        assert unauthenticated.status_code == 401
+        bad = await cancel(stack, token_for(owner), chat_id, assistantId="no:colons")
+        assert bad[0] == 422
+        await stack.executor.wait_idle()
+    [job] = await fetch(database_url, "select status from job_runs")
+    assert job["status"] == "completed"
