@@ -37,6 +37,20 @@ _graphs = CompiledGraphs()
 
 
 @dataclass(frozen=True)
+class History:
+    """The thread's latest durable checkpoint, seeded into the in-memory saver the turn runs on."""
+
+    memory: InMemorySaver
+    known: str | None  # its checkpoint id; None for a new thread
+
+
+async def load_history(services: Services, thread_id: ThreadId) -> History:
+    memory = InMemorySaver()
+    known = await load_latest_into_memory(durable_saver(await services.pool()), memory, thread_id)
+    return History(memory, known)
+
+
+@dataclass(frozen=True)
 class Turn:
     user_id: UserId
     chat_id: ChatId
@@ -54,8 +68,15 @@ class Turn:
 
 
 async def run_turn(
-    turn: Turn, services: Services, events: EventSender, tools: list[BaseTool], emit: Emit
+    turn: Turn,
+    services: Services,
+    events: EventSender,
+    tools: list[BaseTool],
+    emit: Emit,
+    history: Awaitable[History] | None = None,
 ) -> None:
+    """Stream the turn through `emit`. `history` may already be loading (the route starts it
+    while it stores the user's message); without it, the turn loads it first."""
     await emit(
         "metadata",
         {
@@ -67,7 +88,8 @@ async def run_turn(
         },
     )
     try:
-        await _stream_and_persist(turn, services, events, tools, emit)
+        history = history if history is not None else load_history(services, turn.thread_id)
+        await _stream_and_persist(turn, services, events, tools, emit, await history)
     except JobAlreadyActive as exc:
         # Another request started a background job for this chat and assistant first.
         error = ERRORS[type(exc)]
@@ -79,11 +101,15 @@ async def run_turn(
 
 
 async def _stream_and_persist(
-    turn: Turn, services: Services, events: EventSender, tools: list[BaseTool], emit: Emit
+    turn: Turn,
+    services: Services,
+    events: EventSender,
+    tools: list[BaseTool],
+    emit: Emit,
+    history: History,
 ) -> None:
     pool = await services.pool()
-    memory = InMemorySaver()
-    known = await load_latest_into_memory(durable_saver(pool), memory, turn.thread_id)
+    memory, known = history.memory, history.known
     graph = _graphs.bound(
         turn.model_spec, tools, memory, max_tool_rounds=services.settings.max_tool_rounds
     )

@@ -18,7 +18,7 @@ from agent.model import model_config
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ApiError, ErrorBody
-from handlers.quick_path import Turn, run_turn
+from handlers.quick_path import Turn, load_history, run_turn
 from infra import chat_store
 from infra.chat_store import ChatId, MessageId
 
@@ -56,6 +56,12 @@ class RespondRequest(BaseModel):
         return content
 
 
+def _discard(task: asyncio.Task[Any]) -> None:
+    """Retrieve a dropped task's outcome, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
+
+
 def sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
@@ -74,20 +80,30 @@ async def respond(
     if not body.content.strip():
         raise ApiError(422, "invalid_request", "content: must not be blank")
     chat_id = ChatId(body.chat_id)
+    thread_id = thread_key(chat_id, body.assistant_id)
     user_message_id = MessageId(body.user_message_id or uuid.uuid4())
-    await chat_store.start_user_turn(
-        await services.pool(),
-        user.claims,
-        chat_id=chat_id,
-        assistant_id=body.assistant_id,
-        message_id=user_message_id,
-        content=body.content,
-    )
+    # Both stand between the request and its first token and neither needs the other, so the
+    # thread's history loads while the user's message is stored. If the chat turns out not to
+    # be the caller's, the history is dropped unread: nothing of it reaches the response.
+    history = asyncio.create_task(load_history(services, thread_id))
+    try:
+        await chat_store.start_user_turn(
+            await services.pool(),
+            user.claims,
+            chat_id=chat_id,
+            assistant_id=body.assistant_id,
+            message_id=user_message_id,
+            content=body.content,
+        )
+    except BaseException:
+        history.cancel()
+        history.add_done_callback(_discard)
+        raise
     turn = Turn(
         user_id=user.id,
         chat_id=chat_id,
         assistant_id=body.assistant_id,
-        thread_id=thread_key(chat_id, body.assistant_id),
+        thread_id=thread_id,
         user_message_id=user_message_id,
         assistant_message_id=MessageId(uuid.uuid4()),
         run_id=str(uuid.uuid4()),
@@ -101,7 +117,9 @@ async def respond(
 
     state = request.app.state
     # Detached from the response: the turn completes even if the client disconnects.
-    task = asyncio.create_task(run_turn(turn, services, state.events, state.tools, emit))
+    task = asyncio.create_task(
+        run_turn(turn, services, state.events, state.tools, emit, history=history)
+    )
     state.turns.add(task)
     task.add_done_callback(state.turns.discard)
     # The stream stays open until the turn's work is done (the handoff event sent), so a
