@@ -1,0 +1,100 @@
+"""Checkpoint growth: bytes written to the checkpoint tables per turn of one long conversation.
+
+Every turn goes through the quick path (plain messages, so each turn completes there). After
+each, the bench sums the stored row sizes of the thread in LangGraph's three tables; the
+difference is what the turn wrote. `latest` is what the newest checkpoint alone needs (its
+blobs), the floor any pruning of older checkpoints could reach.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from agent.threads import thread_key
+from bench.stack import bench_stack, create_chats
+from tests.support import token_for
+
+THREAD_BYTES_SQL = """
+select
+  (select coalesce(sum(pg_column_size(c.*)), 0) from langgraph.checkpoints c
+    where c.thread_id = %(t)s) as checkpoints,
+  (select coalesce(sum(pg_column_size(b.*)), 0) from langgraph.checkpoint_blobs b
+    where b.thread_id = %(t)s) as blobs,
+  (select coalesce(sum(pg_column_size(w.*)), 0) from langgraph.checkpoint_writes w
+    where w.thread_id = %(t)s) as writes,
+  (select count(*) from langgraph.checkpoints c where c.thread_id = %(t)s) as rows
+"""
+# The blobs the newest checkpoint points at (its channel versions), plus the checkpoint row.
+LATEST_BYTES_SQL = """
+with latest as (
+  select * from langgraph.checkpoints where thread_id = %(t)s
+  order by checkpoint_id desc limit 1
+)
+select pg_column_size(l.*) + coalesce((
+  select sum(pg_column_size(b.*)) from langgraph.checkpoint_blobs b, jsonb_each_text(
+    l.checkpoint -> 'channel_versions') v(channel, version)
+  where b.thread_id = l.thread_id and b.checkpoint_ns = l.checkpoint_ns
+    and b.channel = v.channel and b.version = v.version
+), 0) as latest
+from latest l
+"""
+MESSAGE = "Tell me something about checkpoints, in a sentence or two of plain words."
+
+
+@dataclass(frozen=True)
+class TurnBytes:
+    turn: int
+    written: int  # bytes this turn added to the three tables
+    total: int
+    latest: int
+    checkpoints: int  # checkpoint rows of the thread so far
+
+
+async def _one_row(database_url: str, query: str, params: dict[str, Any]) -> dict[str, Any]:
+    async with await psycopg.AsyncConnection.connect(
+        database_url, autocommit=True, row_factory=dict_row
+    ) as conn:
+        row = await (await conn.execute(query, params)).fetchone()
+    return row or {}
+
+
+async def _sizes(database_url: str, thread: str) -> tuple[int, int, int]:
+    row = await _one_row(database_url, THREAD_BYTES_SQL, {"t": thread})
+    latest = await _one_row(database_url, LATEST_BYTES_SQL, {"t": thread})
+    total = int(row["checkpoints"]) + int(row["blobs"]) + int(row["writes"])
+    return total, int(latest.get("latest") or 0), int(row["rows"])
+
+
+async def measure(database_url: str, turns: int) -> list[TurnBytes]:
+    user = uuid.uuid4()
+    [chat] = await create_chats(database_url, user, 1)
+    thread = thread_key(chat)
+    out: list[TurnBytes] = []
+    before = 0
+    async with bench_stack(database_url) as stack:
+        for turn in range(1, turns + 1):
+            events = await stack.respond(token_for(user), {"chatId": str(chat), "content": MESSAGE})
+            if events[-1][0] != "done":
+                raise RuntimeError(f"turn {turn} ended with {events[-1]}")
+            total, latest, rows = await _sizes(database_url, thread)
+            out.append(TurnBytes(turn, total - before, total, latest, rows))
+            before = total
+    return out
+
+
+def growth_per_turn(rows: list[TurnBytes]) -> float:
+    """Least-squares slope of bytes written per turn against the turn number: 0 means each
+    turn costs the same (linear total); positive means each costs more (quadratic total)."""
+    n = len(rows)
+    if n < 2:
+        return float("nan")
+    mean_x = sum(r.turn for r in rows) / n
+    mean_y = sum(r.written for r in rows) / n
+    num = sum((r.turn - mean_x) * (r.written - mean_y) for r in rows)
+    den = sum((r.turn - mean_x) ** 2 for r in rows)
+    return num / den

@@ -1,0 +1,193 @@
+"""First token against the floor and the LangGraph server, runs per second, handoff latency.
+
+Every server runs in a child process, the clients in this one; runs are interleaved, so a
+noisy moment of the machine lands on all sides alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+from bench import langgraph_server as lg
+from bench.floor import FLOOR_PATH
+from bench.sse import Stream, post_stream
+from bench.sse import client as sse_client
+from bench.stack import child_server, create_chats
+from tests.support import fetch, token_for
+
+PLAIN = "What is the fastest way to get a first token on the screen?"
+TOOL = "/calc 6*7"
+RESPOND_PATH = "/api/chat/respond"
+# Every chat carries at most this many turns, so history loads read a short real history.
+TURNS_PER_CHAT = 10
+
+Side = str  # "handoff" | "floor" | "langgraph"
+
+
+@dataclass
+class QuickPathFigures:
+    first_token: dict[Side, list[float]] = field(default_factory=dict)
+    runs_per_s: dict[Side, float] = field(default_factory=dict)
+    handoff: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def _first_token(stream: Stream) -> float:
+    token = stream.first("token")
+    if stream.status != 200 or token is None:
+        raise RuntimeError(f"no token (status {stream.status})")
+    return token.at - stream.sent
+
+
+class Sides:
+    """One client per side, and how each side runs one turn on a fresh or reused chat."""
+
+    def __init__(self, database_url: str, origins: dict[Side, str]) -> None:
+        self.database_url = database_url
+        self.origins = origins
+        self.user = uuid.uuid4()
+        self.token = token_for(self.user, exp=int(time.time()) + 24 * 3600)
+        self.http = {side: sse_client(origin) for side, origin in origins.items()}
+
+    async def close(self) -> None:
+        for client in self.http.values():
+            await client.aclose()
+
+    async def handoff_turn(self, chat: uuid.UUID, content: str) -> Stream:
+        body = {"chatId": str(chat), "content": content}
+        headers = {"Authorization": f"Bearer {self.token}"}
+        return await post_stream(self.http["handoff"], RESPOND_PATH, body, headers)
+
+    async def floor_turn(self, content: str) -> Stream:
+        return await post_stream(self.http["floor"], FLOOR_PATH, {"content": content})
+
+    async def langgraph_turn(self, thread: str, content: str) -> float:
+        stream = await lg.run_stream(self.http["langgraph"], thread, content)
+        at = lg.first_token_at(stream)
+        if stream.status != 200 or at is None:
+            raise RuntimeError(f"langgraph: no token (status {stream.status})")
+        return at - stream.sent
+
+
+async def first_tokens(sides: Sides, runs: int, figures: QuickPathFigures) -> None:
+    chats = await create_chats(sides.database_url, sides.user, max(1, runs // TURNS_PER_CHAT))
+    threads = await _threads(sides, runs + 1)
+    turns: dict[Side, Callable[[int], Awaitable[float]]] = {
+        "handoff": lambda i: _ft(sides.handoff_turn(chats[i % len(chats)], PLAIN)),
+        "floor": lambda i: _ft(sides.floor_turn(PLAIN)),
+    }
+    if threads:
+        turns["langgraph"] = lambda i: sides.langgraph_turn(threads[i + 1], PLAIN)
+    order = list(turns)
+    for side in order:  # one warm-up each (imports, pools, first compile), on its own thread
+        await turns[side](-1)
+    for i in range(runs):
+        for side in order[i % len(order) :] + order[: i % len(order)]:
+            try:
+                figures.first_token.setdefault(side, []).append(await turns[side](i))
+            except Exception as exc:
+                figures.errors.append(f"first token, {side}, run {i}: {exc!r}")
+
+
+async def _threads(sides: Sides, count: int) -> list[str]:
+    if "langgraph" not in sides.origins:
+        return []
+    return [await lg.create_thread(sides.http["langgraph"]) for _ in range(count)]
+
+
+async def _ft(stream: Awaitable[Stream]) -> float:
+    return _first_token(await stream)
+
+
+async def throughput(sides: Sides, runs: int, clients: int, figures: QuickPathFigures) -> None:
+    """Completed runs per second with `clients` concurrent clients, fresh chat/thread per run."""
+    chats = await create_chats(sides.database_url, sides.user, runs)
+    threads = await _threads(sides, runs)
+
+    async def handoff(i: int) -> bool:
+        return (await sides.handoff_turn(chats[i], PLAIN)).last("done") is not None
+
+    async def floor(i: int) -> bool:
+        return (await sides.floor_turn(PLAIN)).last("done") is not None
+
+    async def langgraph(i: int) -> bool:
+        stream = await lg.run_stream(sides.http["langgraph"], threads[i], PLAIN)
+        return stream.status == 200 and lg.first_token_at(stream) is not None
+
+    kinds: dict[Side, Callable[[int], Awaitable[bool]]] = {"handoff": handoff, "floor": floor}
+    if threads:
+        kinds["langgraph"] = langgraph
+    for side, run in kinds.items():
+        figures.runs_per_s[side] = await _drive(run, runs, clients, figures.errors, side)
+
+
+async def _drive(
+    run: Callable[[int], Awaitable[bool]], runs: int, clients: int, errors: list[str], side: Side
+) -> float:
+    queue = iter(range(runs))
+    completed = 0
+
+    async def client() -> None:
+        nonlocal completed
+        for i in queue:
+            try:
+                ok = await run(i)  # awaited first: `completed += await` would lose increments
+            except Exception as exc:
+                errors.append(f"throughput, {side}, run {i}: {exc!r}")
+            else:
+                completed += ok
+
+    started = time.perf_counter()
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return completed / (time.perf_counter() - started)
+
+
+async def handoff_latency(sides: Sides, runs: int, figures: QuickPathFigures) -> None:
+    """Last token to `handoff` on the client: pause before tools, checkpoint copy, the one
+    transaction, the event's emit. Each run waits for its background job before the next."""
+    chats = await create_chats(sides.database_url, sides.user, runs + 1)
+    for i, chat in enumerate(chats):
+        stream = await sides.handoff_turn(chat, TOOL)
+        last_token, handoff = stream.last("token"), stream.last("handoff")
+        if last_token is None or handoff is None:
+            figures.errors.append(f"handoff, run {i}: events {[e.event for e in stream.events]}")
+            continue
+        if i:  # the first is a warm-up
+            figures.handoff.append(handoff.at - last_token.at)
+        await _job_done(sides.database_url, chat)
+
+
+async def _job_done(database_url: str, chat: uuid.UUID) -> None:
+    async with asyncio.timeout(30):
+        while True:
+            rows = await fetch(database_url, "select status from job_runs where chat_id = %s", chat)
+            if rows and rows[0]["status"] in ("completed", "error"):
+                return
+            await asyncio.sleep(0.01)
+
+
+async def measure(
+    database_url: str, *, runs: int, throughput_runs: int, clients: int, langgraph: bool
+) -> QuickPathFigures:
+    figures = QuickPathFigures()
+    async with AsyncExitStack() as stack:
+        origins = {
+            "handoff": await stack.enter_async_context(child_server("handoff", database_url)),
+            "floor": await stack.enter_async_context(child_server("floor")),
+        }
+        if langgraph:
+            try:
+                origins["langgraph"] = await stack.enter_async_context(lg.langgraph_server())
+            except lg.LangGraphUnavailable as exc:
+                figures.errors.append(f"langgraph server: {exc}")
+        sides = Sides(database_url, origins)
+        stack.push_async_callback(sides.close)
+        await first_tokens(sides, runs, figures)
+        await throughput(sides, throughput_runs, clients, figures)
+        await handoff_latency(sides, max(2, runs // 5), figures)
+    return figures
