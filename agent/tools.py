@@ -1,4 +1,7 @@
-"""Demo tools. Invalid input raises ToolInputError, which no retry can fix."""
+"""Demo tools. Invalid input raises ToolInputError, which no retry can fix.
+
+A tool whose metadata has `requires_approval` runs only after the user approves the call.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import ast
 import asyncio
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -133,5 +137,23 @@ def report(input: str) -> str:
     return "".join(lines)[:target]
 
 
+_ADDRESS = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+@tool
+async def send_email(to: str, subject: str, body: str = "") -> str:
+    """Send an email (simulated: nothing leaves the process). Runs once the user approves."""
+    if not _ADDRESS.match(to):
+        raise ToolInputError(f"not an email address: {to!r}")
+    return f"Email to {to} sent (simulated), subject {subject!r}, {len(body)} characters."
+
+
+send_email.metadata = {"requires_approval": True}
+
+
+def requires_approval(tool: BaseTool) -> bool:
+    return bool((tool.metadata or {}).get("requires_approval"))
+
+
 def demo_tools() -> list[BaseTool]:
-    return [calc, sleep, report]
+    return [calc, sleep, report, send_email]

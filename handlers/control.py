@@ -1,20 +1,22 @@
-"""Control of a running conversation: cancel its background job."""
+"""Control of a running conversation: cancel its background job, answer a tool approval."""
 
 from __future__ import annotations
 
 import logging
+from typing import Annotated
 from uuid import UUID
 
 import inngest
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.respond import ERROR_RESPONSES
+from infra.approvals import record_decision
 from infra.chat_store import ChatId
-from infra.events import CANCEL_EVENT
+from infra.events import APPROVAL_EVENT, CANCEL_EVENT
 from infra.job_control import cancel_active_job
 
 logger = logging.getLogger(__name__)
@@ -70,3 +72,53 @@ async def cancel(
         # The job already ended in the database: the run stops at its next write instead.
         logger.exception("chat/cancel not sent", extra={"chat_id": str(chat_id)})
     return CancelResponse(canceled=True, assistant_message_id=canceled.message_id)
+
+
+class ApprovalRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    approved: bool
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class ApprovalResponse(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    tool_call_id: str
+    approved: bool
+
+
+@router.post(
+    "/api/chat/{chat_id}/approvals/{tool_call_id}",
+    status_code=202,
+    response_model=ApprovalResponse,
+    response_model_by_alias=True,
+    responses=ERROR_RESPONSES,
+)
+async def approve(
+    chat_id: UUID,
+    tool_call_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")],
+    body: ApprovalRequest,
+    user: CurrentUser,
+    services: ServicesDep,
+    request: Request,
+) -> ApprovalResponse:
+    """Approve or reject a tool call the chat's background job is waiting on.
+
+    Approved, the tool runs; rejected, the model is told so (with the note) and goes on.
+    """
+    message_id = await record_decision(
+        await services.pool(),
+        user.claims,
+        chat_id=ChatId(chat_id),
+        call_id=tool_call_id,
+        approved=body.approved,
+        note=body.note,
+    )
+    data = {"chatId": str(chat_id), "messageId": str(message_id), "toolCallId": tool_call_id}
+    try:
+        await request.app.state.events.send(inngest.Event(name=APPROVAL_EVENT, data=data))
+    except Exception:
+        # The decision is recorded: the waiting run reads it when its wait ends.
+        logger.exception("chat/tool_approval not sent", extra={"chat_id": str(chat_id)})
+    return ApprovalResponse(tool_call_id=tool_call_id, approved=body.approved)

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handlers.auth import InvalidToken
+from infra.approvals import ApprovalAlreadyDecided, ApprovalNotFound
 from infra.chat_store import ChatNotFound, DuplicateMessage, JobAlreadyActive
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,10 @@ ERRORS: dict[type[Exception], ApiError] = {
         409, "job_in_progress", "A previous answer is still being prepared in this chat."
     ),
     DuplicateMessage: ApiError(409, "duplicate_message", "This message was already sent."),
+    ApprovalNotFound: ApiError(404, "approval_not_found", "No tool call is waiting for this."),
+    ApprovalAlreadyDecided: ApiError(
+        409, "approval_already_decided", "This tool call was already decided."
+    ),
 }
 HTTP_CODES = {
     # FastAPI's answer to a body it cannot even decode (bytes that are not UTF-8).

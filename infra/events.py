@@ -12,6 +12,9 @@ from pydantic.alias_generators import to_camel
 HANDOFF_EVENT = "chat/tool_handoff"
 # data: {chatId, assistantId, messageId}: the run whose job has that root message stops.
 CANCEL_EVENT = "chat/cancel"
+# data: {chatId, messageId, toolCallId}: wakes the run waiting on that call; the decision itself
+# is read from the message (infra/approvals.py).
+APPROVAL_EVENT = "chat/tool_approval"
 
 
 class HandoffPayload(BaseModel):

@@ -32,7 +32,7 @@ update public.message m
 set content = coalesce(
       (select d.draft_content from public.message_draft d where d.message_id = m.id), m.content),
     status = 'canceled', updated_at = now()
-where m.id = %s and m.status in ('queued', 'streaming')
+where m.id = %s and m.status in ('queued', 'streaming', 'awaiting_approval')
 """
 # The update is the heartbeat too: a run that keeps writing keeps its lease.
 HOLD_JOB_SQL = """

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     db_pool_max_size: int = Field(default=10, gt=0)
     # A job whose run showed no progress for this long may be taken over by a replay.
     job_lease_s: float = Field(default=900.0, gt=0)
+    # A tool call that needs approval waits this long for the user's answer (Inngest counts
+    # whole seconds).
+    approval_timeout_s: int = Field(default=1800, ge=1)
     # The outbox relay re-sends handoff events no request confirmed after this long.
     outbox_grace_s: float = Field(default=10.0, ge=0)
 

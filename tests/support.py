@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -78,6 +79,15 @@ async def fetch(database_url: str, query: str, *params: Any) -> list[dict[str, A
         database_url, autocommit=True, row_factory=dict_row
     ) as conn:
         return await (await conn.execute(query, params)).fetchall()
+
+
+async def wait_for_row(database_url: str, query: str, *params: Any) -> dict[str, Any]:
+    """The first row of `query` once it has one (within 20 s)."""
+    async with asyncio.timeout(20):
+        # Polls: the rows come from other connections' commits, which signal nothing here.
+        while not (rows := await fetch(database_url, query, *params)):  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+    return rows[0]
 
 
 async def durable_messages(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -15,6 +14,7 @@ from tests.support import (
     fetch,
     running_stack,
     token_for,
+    wait_for_row,
 )
 
 
@@ -27,15 +27,6 @@ async def cancel(stack: Stack, token: str, chat_id: uuid.UUID, **body: Any) -> t
     return response.status_code, response.json()
 
 
-async def wait_for(database_url: str, query: str) -> dict[str, Any]:
-    """The first row of `query` once it has one (the background writes what we wait for)."""
-    async with asyncio.timeout(20):
-        # Polls: the rows come from other connections' commits, which signal nothing here.
-        while not (rows := await fetch(database_url, query)):  # noqa: ASYNC110
-            await asyncio.sleep(0.02)
-    return rows[0]
-
-
 async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
     database_url: str,
 ) -> None:
@@ -46,7 +37,7 @@ async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
         events = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1.5"})
         assert events[-1][0] == "handoff"
         shown = "".join(data["text"] for name, data in events if name == "token")
-        await wait_for(database_url, "select 1 from job_runs where status = 'processing'")
+        await wait_for_row(database_url, "select 1 from job_runs where status = 'processing'")
 
         # WHEN the user cancels while the tool runs
         status, body = await cancel(stack, token, chat_id)
@@ -77,7 +68,7 @@ async def test_cancel_while_the_answer_streams_keeps_the_partial_draft(database_
     token = token_for(user_id)
     async with running_stack(database_url, scripted_token_delay_ms=40) as stack:
         await stack.respond(token, {"chatId": str(chat_id), "content": "/report 1"})
-        draft = await wait_for(database_url, "select * from message_draft where seq >= 2")
+        draft = await wait_for_row(database_url, "select * from message_draft where seq >= 2")
 
         # WHEN the user cancels half-way through the answer
         status, body = await cancel(stack, token, chat_id)

@@ -1,0 +1,131 @@
+"""Tools that need approval: the job asks, waits for chat/tool_approval, and goes on."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    fetch,
+    running_stack,
+    token_for,
+    wait_for_row,
+)
+
+EMAIL = '/send_email {"to": "ada@example.com", "subject": "Minutes", "body": "See attached."}'
+AWAITING_SQL = "select * from message where role = 'assistant' and status = 'awaiting_approval'"
+FINISHED_SQL = "select * from message where role = 'assistant' and status = 'completed'"
+
+
+async def answer(
+    stack: Stack, token: str, chat_id: uuid.UUID, call_id: str, **body: Any
+) -> tuple[int, Any]:
+    response = await stack.http.post(
+        f"/api/chat/{chat_id}/approvals/{call_id}",
+        json=body,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    return response.status_code, response.json()
+
+
+async def ask_for_email(stack: Stack, database_url: str) -> tuple[str, uuid.UUID, dict[str, Any]]:
+    """A turn whose tool call waits for approval: (token, chat id, the pending call)."""
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    events = await stack.respond(token, {"chatId": str(chat_id), "content": EMAIL})
+    assert events[-1][0] == "handoff"
+    message = await wait_for_row(database_url, AWAITING_SQL)
+    return token, chat_id, message["metadata"]["pendingApproval"]
+
+
+async def test_an_approved_call_runs_the_tool(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        # GIVEN a background job waiting for approval of an email
+        token, chat_id, pending = await ask_for_email(stack, database_url)
+        assert pending["name"] == "send_email"
+        assert pending["args"] == {
+            "to": "ada@example.com",
+            "subject": "Minutes",
+            "body": "See attached.",
+        }
+        assert "expiresAt" in pending
+        # The tool has not run while the question is open.
+        assert await fetch(database_url, "select * from handoff.tool_results") == []
+
+        # WHEN the user approves it
+        status, body = await answer(stack, token, chat_id, pending["toolCallId"], approved=True)
+        assert (status, body) == (202, {"toolCallId": pending["toolCallId"], "approved": True})
+        message = await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
+
+    # THEN the email went out once and the answer says so
+    assert "Email to ada@example.com sent (simulated)" in message["content"]
+    assert "pendingApproval" not in message["metadata"]
+    decision = message["metadata"]["approvals"][pending["toolCallId"]]
+    assert decision == {"approved": True, "note": None, "timed_out": False}
+    [result] = await fetch(database_url, "select * from handoff.tool_results")
+    assert result["content"].startswith("Email to ada@example.com sent")
+
+
+async def test_a_rejected_call_is_reported_to_the_model_with_the_note(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        token, chat_id, pending = await ask_for_email(stack, database_url)
+        status, _ = await answer(
+            stack, token, chat_id, pending["toolCallId"], approved=False, note="Not to Ada."
+        )
+        assert status == 202
+        message = await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
+    assert "The user rejected this call, so send_email was not run." in message["content"]
+    assert "Not to Ada." in message["content"]
+    [result] = await fetch(database_url, "select * from handoff.tool_results")
+    assert "sent" not in result["content"]
+
+
+async def test_no_answer_in_time_lets_the_model_go_on_without_the_tool(database_url: str) -> None:
+    async with running_stack(database_url, approval_timeout_s=1) as stack:
+        _, _, pending = await ask_for_email(stack, database_url)
+        message = await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
+    assert "No answer from the user in time, so send_email was not run." in message["content"]
+    decision = message["metadata"]["approvals"][pending["toolCallId"]]
+    assert decision["timed_out"] is True
+
+
+async def test_decisions_come_only_from_the_owner_once(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        token, chat_id, pending = await ask_for_email(stack, database_url)
+        call_id = pending["toolCallId"]
+        stranger, stranger_chat = await create_user_with_chat(database_url)
+        # Another user can neither decide in this chat nor reach the call from their own.
+        for chat in (chat_id, stranger_chat):
+            status, body = await answer(stack, token_for(stranger), chat, call_id, approved=True)
+            assert (status, body["error"]["code"]) == (404, "approval_not_found")
+        assert (await answer(stack, token, chat_id, "call_unknown", approved=True))[0] == 404
+        assert (await answer(stack, token, chat_id, call_id, approved="maybe"))[0] == 422
+        assert (await answer(stack, token, chat_id, "bad'id", approved=True))[0] == 422
+
+        assert (await answer(stack, token, chat_id, call_id, approved=False))[0] == 202
+        status, body = await answer(stack, token, chat_id, call_id, approved=True)
+        assert status in (404, 409)  # decided, and possibly already settled by the job
+        await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
+    [message] = await fetch(database_url, "select metadata from message where role = 'assistant'")
+    assert message["metadata"]["approvals"][call_id]["approved"] is False
+
+
+async def test_cancel_while_awaiting_approval_never_runs_the_tool(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        token, chat_id, pending = await ask_for_email(stack, database_url)
+        response = await stack.http.post(
+            f"/api/chat/{chat_id}/cancel", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert response.status_code == 202
+        status, _ = await answer(stack, token, chat_id, pending["toolCallId"], approved=True)
+        assert status == 404
+        await wait_for_row(
+            database_url, "select 1 from message where role = 'assistant' and status = 'canceled'"
+        )
+    assert await fetch(database_url, "select * from handoff.tool_results") == []
