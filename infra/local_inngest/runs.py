@@ -38,6 +38,8 @@ class Run:
     attempts: dict[str, int] = dataclasses.field(default_factory=dict)
     # Insertion order doubles as the memo stack the SDK receives.
     steps: JSONDict = dataclasses.field(default_factory=dict)
+    # The driver has nothing to do but await wait_for_event outputs.
+    parked: bool = False
 
     def record(self) -> RunRecord:
         return RunRecord(
