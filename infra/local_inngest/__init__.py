@@ -22,10 +22,16 @@ server roles against the app's real serve endpoint, over real HTTP:
   the step's output (the event object), or None once the timeout passes. One event
   resolves every wait it matches, across runs. ``waiting()`` lists pending waits;
   ``expire_waits()`` times them out at once.
-* Expressions (triggers, waits): ``==`` between ``event.<path>``, ``async.<path>``
-  (waits) and quoted strings, joined by ``&&``; anything else raises
-  ``UnsupportedExpression``: at construction for triggers, as a failed run
-  (``LocalInngestUnsupported``) for a wait.
+* Function ``cancel``: an event accepted after a run started that matches one of its
+  function's cancel clauses (within the clause's ``timeout``, if any) cancels the run,
+  as does ``cancel(run_id)``. No further request is made for it (one in flight finishes,
+  its answer is ignored), its waits are dropped, its status is ``cancelled``, and
+  ``inngest/function.cancelled`` is emitted with ``function_id``, ``run_id``, ``error``
+  and the original ``event``.
+* Expressions (triggers, waits, cancels): ``==`` between ``event.<path>``,
+  ``async.<path>`` (waits and cancels) and quoted strings, joined by ``&&``; anything
+  else raises ``UnsupportedExpression``: at construction for triggers and cancel clauses,
+  as a failed run (``LocalInngestUnsupported``) for a wait.
 * Cron schedules fire at the top of each UTC minute that matches (see ``infra.cron`` for
   the syntax), while ``schedules=True``; ``fire()`` runs a cron function at once.
 * Faults, for reliability tests: ``drop_step_output()`` discards the SDK's answer for a
@@ -41,10 +47,10 @@ NOT simulated (do not infer production behaviour from these):
 
 * ``step.sleep``/``sleep_until``, ``step.invoke``, ``step.ai.*``: the run fails with
   error name ``LocalInngestUnsupported``.
-* Event-name wildcards other than a trailing ``*`` in triggers (waits match names
-  exactly); the ``match`` field of older SDKs; CEL beyond the subset above.
-* Batching, debounce, rate limits, throttle, priority, singleton, cancellation
-  (``cancel``), function ``timeouts``, the function-level ``idempotency`` option.
+* Event-name wildcards other than a trailing ``*`` in triggers (waits and cancels match
+  names exactly); the ``match`` field of older SDKs; CEL beyond the subset above.
+* Batching, debounce, rate limits, throttle, priority, singleton, function ``timeouts``,
+  the function-level ``idempotency`` option.
 * ``RetryAfterError``'s ``retry-after`` time (the configured backoff is used), backoff
   jitter, ``use_api`` payload offloading, streaming responses, Connect.
 * Concurrency keys other than ``event.<path>`` (checked at construction); ``account``
@@ -58,15 +64,16 @@ The app's client must use ``is_production=True`` and the same signing key: a dev
 SDK neither verifies nor signs, and its runs are aborted. Everything runs on the event
 loop that called ``start()``; serve the intake on that loop (``serve_intake``).
 
-Modules: ``executor`` (``LocalInngest``: events in, the handles tests hold), ``driver``
-(one run's requests, retries and memos), ``waits``, ``expressions`` (and durations),
-``targets`` (function configs), ``transport`` (one signed call to the serve endpoint),
-``intake`` (the Event API, dedup), ``runs`` (run state, ``RunRecord``), ``signing``,
-``server`` (``serve_asgi`` and loopback sockets).
+Modules: ``executor`` (``LocalInngest``: events in, cancellation, the handles tests
+hold), ``driver`` (one run's requests, retries and memos), ``waits``, ``expressions``
+(and durations), ``targets`` (function configs), ``transport`` (one signed call to the
+serve endpoint), ``intake`` (the Event API, dedup), ``runs`` (run state, ``RunRecord``),
+``signing``, ``server`` (``serve_asgi`` and loopback sockets).
 """
 
 from infra.local_inngest.driver import FUNCTION_FAILED_EVENT
 from infra.local_inngest.executor import (
+    FUNCTION_CANCELLED_EVENT,
     SCHEDULED_EVENT,
     LocalInngest,
 )
@@ -80,6 +87,7 @@ from infra.local_inngest.waits import WaitRecord
 __all__ = [
     "DEFAULT_RETRIES",
     "FUNCTION_ATTEMPT_KEY",
+    "FUNCTION_CANCELLED_EVENT",
     "FUNCTION_FAILED_EVENT",
     "SCHEDULED_EVENT",
     "LocalInngest",

@@ -27,6 +27,10 @@ FUNCTION_FAILED_EVENT = "inngest/function.failed"
 _MAX_DISCOVERIES = 1000
 
 
+class _Cancelled(Exception):
+    """The run was cancelled: its driver stops without touching the run again."""
+
+
 class Driver:
     """Runs' conversations with the serve endpoint, one task per run (``drive``)."""
 
@@ -51,19 +55,32 @@ class Driver:
     def drop_step_output(self, step: str, times: int) -> None:
         self._dropped_outputs[step] = self._dropped_outputs.get(step, 0) + times
 
+    @staticmethod
+    def _check_live(run: Run) -> None:
+        if run.status == "cancelled":
+            raise _Cancelled
+
     async def drive(self, run: Run) -> None:
-        """Drive ``run`` until it completes or fails; never raises."""
+        """Drive ``run`` until it completes, fails or is cancelled; never raises."""
         try:
             await self._steps(run)
+        except _Cancelled:
+            _log.info("run %s (%s) cancelled", run.run_id, run.target.fn_id)
         except AbortRunError as err:
             _log.error("run %s (%s) aborted: %s", run.run_id, run.target.fn_id, err)
-            run.status, run.error = "failed", error("LocalInngestUnsupported", str(err))
+            self._fail(run, error("LocalInngestUnsupported", str(err)))
         except Exception as err:
             # A crashed driver must still end the run, or wait_idle() would hang.
             _log.exception("run %s (%s) crashed", run.run_id, run.target.fn_id)
-            run.status, run.error = "failed", error("LocalInngestInternalError", repr(err))
+            self._fail(run, error("LocalInngestInternalError", repr(err)))
         finally:
             self._waits.drop(run)
+
+    @staticmethod
+    def _fail(run: Run, err: JSONDict) -> None:
+        # A cancellation that came first stands.
+        if run.status == "running":
+            run.status, run.error = "failed", err
 
     async def _steps(self, run: Run) -> None:
         disable_immediate = False
@@ -83,9 +100,15 @@ class Driver:
                     self._memoize(run, op, attempt)
             if planned:
                 results = await asyncio.gather(
-                    *(self._job(run, str(op.get("id")), False) for op in planned)
+                    *(self._job(run, str(op.get("id")), False) for op in planned),
+                    return_exceptions=True,
                 )
-                for sub, sub_attempt in results:
+                # Every sibling request has returned by now; a cancellation outranks errors.
+                self._check_live(run)
+                for result in results:
+                    if isinstance(result, BaseException):
+                        raise result
+                    sub, sub_attempt = result
                     if sub.kind != "ops":
                         return self._finish(run, sub, sub_attempt)
                     for op in sub.body:
@@ -104,16 +127,20 @@ class Driver:
     ) -> tuple[Reply, int]:
         attempt = 0
         while True:
+            self._check_live(run)
             reply = await self._endpoint.call(
                 run, step_id, attempt, disable_immediate, self._concurrency(run)
             )
+            self._check_live(run)
             if self._drop_output(reply):
                 reply = transport_error("output dropped")
             if not reply.retriable or attempt + 1 >= run.target.max_attempts:
                 return reply, attempt
             if reply.kind == "transport":
                 _log.warning("run %s attempt %d: %s", run.run_id, attempt, reply.body["message"])
-            await asyncio.sleep(self._backoff[min(attempt, len(self._backoff) - 1)])
+            with contextlib.suppress(TimeoutError):
+                delay = self._backoff[min(attempt, len(self._backoff) - 1)]
+                await asyncio.wait_for(run.stopped.wait(), delay)
             attempt += 1
 
     async def _park(self, run: Run, futures: Sequence[asyncio.Future[JSONDict | None]]) -> None:
@@ -123,6 +150,7 @@ class Driver:
             await asyncio.gather(*futures)
         finally:
             run.parked = False
+        self._check_live(run)
 
     def _memoize(self, run: Run, op: JSONDict, attempt: int) -> None:
         kind, name = op.get("op"), str(op.get("displayName") or op.get("id"))
@@ -165,6 +193,8 @@ class Driver:
             # A global acquisition order keeps overlapping key sets deadlock-free.
             for key in sorted(keys):
                 await stack.enter_async_context(self._slots[key])
+            # Cancelled while queued for a slot: the request must not go out.
+            self._check_live(run)
             yield
 
     def _drop_output(self, reply: Reply) -> bool:

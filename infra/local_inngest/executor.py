@@ -17,7 +17,7 @@ from starlette.types import ASGIApp
 
 from infra.local_inngest.driver import Driver
 from infra.local_inngest.intake import EventLog, Intake, normalize_event
-from infra.local_inngest.runs import JSONDict, Run, RunRecord
+from infra.local_inngest.runs import JSONDict, Run, RunRecord, error
 from infra.local_inngest.server import serve_asgi
 from infra.local_inngest.targets import Target, build_targets
 from infra.local_inngest.transport import Endpoint
@@ -25,6 +25,7 @@ from infra.local_inngest.waits import WaitBook, WaitRecord
 
 _log = logging.getLogger(__name__)
 
+FUNCTION_CANCELLED_EVENT = "inngest/function.cancelled"
 SCHEDULED_EVENT = "inngest/scheduled.timer"
 
 
@@ -50,7 +51,8 @@ class LocalInngest:
             raise ValueError(f"functions {strays} do not belong to app {app_id!r}")
         self._events = EventLog()
         self._runs: list[Run] = []
-        # The driver task of every run that has not ended.
+        # The driver task of every run that has not ended, cancelled runs included until
+        # their in-flight request returns.
         self._live: dict[asyncio.Task[None], Run] = {}
         self._change = asyncio.Event()
         self._waits = WaitBook(self._changed)
@@ -93,7 +95,8 @@ class LocalInngest:
 
         Runs started meanwhile (on_failure handlers, ``inngest/function.cancelled``
         listeners) count too. A parked run does not keep this waiting: ``waiting()`` lists
-        what it waits for; send that event, then call ``wait_idle()`` again."""
+        what it waits for; send that event, then call ``wait_idle()`` again. A cancelled
+        run counts until the request it had in flight has returned."""
         await self.wait_for(self._idle, timeout)
 
     # A bounded default keeps a stuck run from hanging a test session silently.
@@ -106,7 +109,7 @@ class LocalInngest:
                 await self._change.wait()
 
     async def wait_run(self, run_id: str, timeout: float = 30.0) -> RunRecord:  # noqa: ASYNC109
-        """The run's record once it has completed or failed."""
+        """The run's record once it has completed, failed or been cancelled."""
         run = self._run(run_id)
         await self.wait_for(lambda: run.status != "running", timeout)
         return run.record()
@@ -129,6 +132,18 @@ class LocalInngest:
         normalized = normalize_event(dict(event))
         self._accept(normalized)
         return str(normalized["id"])
+
+    def cancel(self, run_id: str) -> bool:
+        """Cancel a run as Inngest's REST API does; False (and no change) if it had ended.
+
+        No further request reaches the endpoint for it; a request already in flight finishes
+        and its answer is ignored. Its waits are dropped, its status becomes ``cancelled``,
+        and ``inngest/function.cancelled`` is emitted. ``KeyError`` for an unknown run."""
+        run = self._run(run_id)
+        if run.status != "running":
+            return False
+        self._cancel(run)
+        return True
 
     async def replay(self, event_id: str, function_id: str | None = None) -> str:
         """Start a new run for a stored event, bypassing dedup; returns its run id."""
@@ -184,7 +199,10 @@ class LocalInngest:
     def _accept(self, event: JSONDict) -> None:
         if not self._events.remember(event):
             return
-        # Waits first: only runs that began before this event may hear it.
+        # Cancels and waits first: only runs that began before this event may hear it.
+        for run in list(self._live.values()):
+            if run.status == "running" and self._cancelled_by(run, event):
+                self._cancel(run)
         self._waits.offer(event)
         for target in self._targets:
             if target.matches(event):
@@ -204,6 +222,27 @@ class LocalInngest:
     def _ended(self, task: asyncio.Task[None]) -> None:
         self._live.pop(task, None)
         self._changed()
+
+    def _cancelled_by(self, run: Run, event: JSONDict) -> bool:
+        age = time.monotonic() - run.started
+        return any(
+            clause.cancels(run.event, event)
+            and (clause.timeout_s is None or age <= clause.timeout_s)
+            for clause in run.target.cancels
+        )
+
+    def _cancel(self, run: Run) -> None:
+        run.status = "cancelled"
+        run.stopped.set()
+        self._waits.drop(run)
+        self._changed()
+        data = {
+            "function_id": run.target.fn_id,
+            "run_id": run.run_id,
+            "error": error("Error", "function cancelled"),
+            "event": run.event,
+        }
+        self._emit(FUNCTION_CANCELLED_EVENT, data)
 
     def _emit(self, name: str, data: JSONDict) -> None:
         self._accept(normalize_event({"name": name, "data": data}))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from infra.local_inngest.targets import Target
 
-RunStatus = Literal["running", "completed", "failed"]
+RunStatus = Literal["running", "completed", "failed", "cancelled"]
 JSONDict = dict[str, Any]
 
 # RunRecord.attempts key for requests that ended the run (200/500) rather than a step.
@@ -38,8 +40,12 @@ class Run:
     attempts: dict[str, int] = dataclasses.field(default_factory=dict)
     # Insertion order doubles as the memo stack the SDK receives.
     steps: JSONDict = dataclasses.field(default_factory=dict)
+    # Monotonic start, for cancel clauses with a timeout.
+    started: float = dataclasses.field(default_factory=time.monotonic)
     # The driver has nothing to do but await wait_for_event outputs.
     parked: bool = False
+    # Set on cancellation, to cut a retry backoff short.
+    stopped: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
     def record(self) -> RunRecord:
         return RunRecord(

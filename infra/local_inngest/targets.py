@@ -3,18 +3,40 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import inngest
 
 from infra.cron import Cron
-from infra.local_inngest.expressions import PATH_EXPR, EventFilter, compile_filter
+from infra.local_inngest.expressions import (
+    PATH_EXPR,
+    EventFilter,
+    Match,
+    compile_filter,
+    compile_match,
+)
 
 # Inngest's documented default when a function sets no `retries`.
 DEFAULT_RETRIES = 4
 # The SDK registers every function's entry point under this step id.
 ROOT_STEP = "step"
+
+
+@dataclasses.dataclass(frozen=True)
+class CancelClause:
+    """One entry of a function's ``cancel``: which later event stops a run, and until when."""
+
+    event: str
+    match: Match | None
+    # Seconds after the run started during which the clause applies; None: for the whole run.
+    timeout_s: float | None
+
+    def cancels(self, trigger: Mapping[str, Any], incoming: Mapping[str, Any]) -> bool:
+        if incoming["name"] != self.event:
+            return False
+        return self.match is None or self.match(trigger, incoming)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +47,7 @@ class Target:
     max_attempts: int
     concurrency: tuple[inngest.Concurrency, ...]
     is_failure_handler: bool
+    cancels: tuple[CancelClause, ...] = ()
 
     def matches(self, event: Mapping[str, Any]) -> bool:
         name = str(event["name"])
@@ -65,6 +88,21 @@ def build_targets(functions: Sequence[inngest.Function[Any]], serve_url: str) ->
                     max_attempts=(DEFAULT_RETRIES if retries is None else retries.attempts) + 1,
                     concurrency=tuple(fc.concurrency or ()),
                     is_failure_handler=fc is config.on_failure,
+                    cancels=tuple(_cancel_clause(fc.id, c) for c in fc.cancel or ()),
                 )
             )
     return out
+
+
+def _cancel_clause(fn_id: str, cancel: inngest.Cancel) -> CancelClause:
+    try:
+        match = None if cancel.if_exp is None else compile_match(cancel.if_exp)
+    except ValueError as err:
+        raise ValueError(f"{fn_id}: cancel on {cancel.event!r}: {err}") from err
+    timeout = cancel.timeout
+    # The SDK reads an int timeout as milliseconds.
+    if isinstance(timeout, datetime.timedelta):
+        timeout_s: float | None = timeout.total_seconds()
+    else:
+        timeout_s = None if timeout is None else timeout / 1000
+    return CancelClause(event=cancel.event, match=match, timeout_s=timeout_s)

@@ -96,7 +96,7 @@ class WaitBook:
         return len(due)
 
     def drop(self, run: Run) -> None:
-        """Forget the run's waits: it ended, nobody reads their output."""
+        """Forget the run's waits: it ended or was cancelled, nobody reads their output."""
         for wait in [w for w in self._waits if w.run is run]:
             self._resolve(wait, None)
 

@@ -1,4 +1,4 @@
-"""LocalInngest's event-driven flow control: ``step.wait_for_event``.
+"""LocalInngest's event-driven flow control: ``step.wait_for_event`` and function ``cancel``.
 
 Small real functions behind a real FastAPI serve endpoint; events go through the real SDK
 client to the executor's intake, as the app sends them.
@@ -18,9 +18,11 @@ from typing import Any
 import fastapi
 import inngest
 import inngest.fast_api
+import pytest
 import pytest_asyncio
 
 from infra.local_inngest import (
+    FUNCTION_CANCELLED_EVENT,
     LocalInngest,
     RunRecord,
     loopback_socket,
@@ -32,7 +34,7 @@ APP_ID = "local-inngest-events"
 SERVE_PATH = "/api/inngest"
 APPROVAL_IF = "event.data.requestId == async.data.requestId && async.data.verdict == 'approve'"
 
-# What the functions did, keyed by request id (unique per test).
+# What the functions did, keyed by request or job id (unique per test).
 CALLS: collections.Counter[str] = collections.Counter()
 SEEN: dict[str, Any] = {}
 # Steps that wait for the test: `started` is set when the step begins, `release` lets it end.
@@ -80,7 +82,39 @@ def build_functions(client: inngest.Inngest) -> list[inngest.Function[Any]]:
             timeout=datetime.timedelta(seconds=30),
         )
 
-    return [approval, vague]
+    @client.create_function(
+        fn_id="job",
+        trigger=inngest.TriggerEvent(event="test/job"),
+        cancel=[
+            inngest.Cancel(event="test/job.stop", if_exp="async.data.jobId == event.data.jobId")
+        ],
+    )
+    async def job(ctx: inngest.Context) -> str:
+        job_id = str(ctx.event.data["jobId"])
+
+        async def slow() -> str:
+            CALLS[f"{job_id}:slow"] += 1
+            await hold(job_id)
+            CALLS[f"{job_id}:slow-finished"] += 1
+            return "slow"
+
+        async def after() -> str:
+            CALLS[f"{job_id}:after"] += 1
+            return "after"
+
+        await ctx.step.run("slow", slow)
+        return await ctx.step.run("after", after)
+
+    @client.create_function(
+        fn_id="job-cleanup",
+        trigger=inngest.TriggerEvent(
+            event=FUNCTION_CANCELLED_EVENT, expression=f"event.data.function_id == '{APP_ID}-job'"
+        ),
+    )
+    async def job_cleanup(ctx: inngest.Context) -> None:
+        SEEN[f"cleanup:{ctx.event.data['run_id']}"] = dict(ctx.event.data)
+
+    return [approval, vague, job, job_cleanup]
 
 
 @dataclasses.dataclass
@@ -244,6 +278,65 @@ async def test_runs_waiting_on_different_ids_each_get_their_own_event(harness: H
     assert harness.run(first.run_id).output["approved"]["by"] == "a"
 
 
+async def test_a_cancel_event_stops_the_run_after_its_step_in_flight(harness: Harness) -> None:
+    # GIVEN a run in the middle of its slow step
+    job_id = new_id()
+    trigger_id = await harness.send("test/job", jobId=job_id)
+    await asyncio.wait_for(STARTED[job_id].wait(), 10)
+    (run,) = [r for r in harness.local.runs() if r.event_id == trigger_id]
+    # WHEN another job's stop arrives, nothing happens; this job's stop cancels the run
+    await harness.send("test/job.stop", jobId=new_id())
+    assert harness.run(run.run_id).status == "running"
+    await harness.send("test/job.stop", jobId=job_id)
+    assert harness.run(run.run_id).status == "cancelled"
+    RELEASE[job_id].set()
+    await harness.local.wait_idle(timeout=10)
+    # THEN the step in flight finished, no later step ran, and the run stays cancelled
+    assert CALLS[f"{job_id}:slow-finished"] == 1
+    assert CALLS[f"{job_id}:after"] == 0
+    cancelled = harness.run(run.run_id)
+    assert cancelled.status == "cancelled"
+    assert cancelled.output is None
+    # AND inngest/function.cancelled reached the function listening for it
+    cleanup = SEEN[f"cleanup:{run.run_id}"]
+    assert cleanup["function_id"] == f"{APP_ID}-job"
+    assert cleanup["event"]["id"] == trigger_id
+    assert cleanup["event"]["data"] == {"jobId": job_id}
+    assert cleanup["error"]["message"] == "function cancelled"
+
+
+async def test_cancelling_a_waiting_run_by_id_drops_its_wait(harness: Harness) -> None:
+    request_id = new_id()
+    run = await harness.start("test/request", requestId=request_id)
+    assert harness.local.cancel(run.run_id) is True
+    assert [w for w in harness.local.waiting() if w.run_id == run.run_id] == []
+    await harness.local.wait_idle(timeout=10)
+    # The approval that comes later finds no wait, and the run's later step never runs.
+    await harness.send("test/approved", requestId=request_id, verdict="approve")
+    await harness.local.wait_idle(timeout=10)
+    assert harness.run(run.run_id).status == "cancelled"
+    assert CALLS[f"{request_id}:record"] == 0
+    assert harness.local.cancel(run.run_id) is False
+
+
+async def test_cancelling_a_finished_run_is_harmless(harness: Harness) -> None:
+    # GIVEN a job run that completed
+    job_id = new_id()
+    RELEASE[job_id].set()
+    run = await harness.start("test/job", jobId=job_id)
+    assert run.status == "completed"
+    # WHEN its stop event arrives and the API is asked to cancel it
+    await harness.send("test/job.stop", jobId=job_id)
+    await harness.local.wait_idle(timeout=10)
+    assert harness.local.cancel(run.run_id) is False
+    # THEN it stays completed, and no cancellation was announced
+    after = harness.run(run.run_id)
+    assert (after.status, after.output) == ("completed", "after")
+    assert f"cleanup:{run.run_id}" not in SEEN
+    with pytest.raises(KeyError):
+        harness.local.cancel("no-such-run")
+
+
 async def test_an_unsupported_wait_expression_fails_the_run_clearly(harness: Harness) -> None:
     run = await harness.start("test/vague")
     assert run.status == "failed"
@@ -251,3 +344,24 @@ async def test_an_unsupported_wait_expression_fails_the_run_clearly(harness: Har
     assert run.error["name"] == "LocalInngestUnsupported"
     assert "async.data.amount > 10" in run.error["message"]
     assert "big-order" in run.error["message"]
+
+
+def test_an_unsupported_cancel_expression_is_refused_at_construction() -> None:
+    client = inngest.Inngest(app_id=APP_ID, is_production=True, signing_key="signkey-test-00")
+
+    @client.create_function(
+        fn_id="fuzzy",
+        trigger=inngest.TriggerEvent(event="test/fuzzy"),
+        cancel=[inngest.Cancel(event="test/stop", if_exp="async.data.id != event.data.id")],
+    )
+    async def fuzzy(ctx: inngest.Context) -> None:
+        return None
+
+    with pytest.raises(ValueError, match=r"fuzzy: cancel on 'test/stop'.*refusing"):
+        LocalInngest(
+            serve_url="http://127.0.0.1:1/api/inngest",
+            signing_key="signkey-test-00",
+            event_key="key",
+            functions=[fuzzy],
+            app_id=APP_ID,
+        )
