@@ -17,6 +17,8 @@ from agent.tools import (
     demo_tools,
     evaluate,
     report,
+    requires_approval,
+    send_email,
     sleep,
 )
 
@@ -172,8 +174,17 @@ async def test_sleep_rejects_seconds_out_of_range(seconds: str) -> None:
     assert time.perf_counter() - started < 1.0
 
 
-def test_demo_tools_are_the_three_named_tools() -> None:
-    assert [t.name for t in demo_tools()] == ["calc", "sleep", "report"]
+def test_demo_tools_are_the_four_named_tools() -> None:
+    assert [t.name for t in demo_tools()] == ["calc", "sleep", "report", "send_email"]
+
+
+def test_only_send_email_needs_approval() -> None:
+    assert [t.name for t in demo_tools() if requires_approval(t)] == ["send_email"]
+
+
+async def test_send_email_refuses_an_address_that_is_not_one() -> None:
+    with pytest.raises(ToolInputError, match="not an email address"):
+        await send_email.ainvoke({"to": "ada", "subject": "Hi"})
 
 
 # --- thread keys -----------------------------------------------------------------------------

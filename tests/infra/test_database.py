@@ -57,7 +57,8 @@ async def seed_chat_rows(database_url: str) -> tuple[uuid.UUID, uuid.UUID, uuid.
     message_id = uuid.uuid4()
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(
-            "insert into message (id, chat_id, role, content) values (%s, %s, 'assistant', 'x')",
+            "insert into message (id, chat_id, role, content, status)"
+            " values (%s, %s, 'assistant', 'x', 'streaming')",
             (message_id, chat_id),
         )
         await conn.execute(
@@ -108,6 +109,20 @@ async def test_draft_writer_throttles_and_never_goes_back(database_url: str, poo
         database_url, "select * from message_draft where message_id = %s", message_id
     )
     assert row["draft_content"].endswith("d")
+
+
+async def test_a_message_that_ended_gets_no_new_draft(database_url: str, pool: Pool) -> None:
+    # GIVEN a streaming message that the user canceled (its draft gone, as the cancel leaves it)
+    _, chat_id, message_id = await seed_chat_rows(database_url)
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute("update message set status = 'canceled' where id = %s", (message_id,))
+        await conn.execute("delete from message_draft where message_id = %s", (message_id,))
+    # WHEN a round that was still streaming writes and flushes its draft
+    writer = DraftWriter(pool, message_id=MessageId(message_id), chat_id=ChatId(chat_id))
+    await writer.append("late text")
+    await writer.flush()
+    # THEN no draft comes back for subscribers to show
+    assert await fetch(database_url, "select * from message_draft") == []
 
 
 async def test_checkpoints_copy_from_memory_and_back(pool: Pool) -> None:
