@@ -17,7 +17,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
