@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, NotRequired, TypedDict
 
@@ -47,11 +45,12 @@ from agent.state import (
 )
 from agent.threads import ThreadId, thread_config
 from agent.tools import ToolInputError, demo_tools, requires_approval
-from infra import approvals, chat_store
+from functions.approval_steps import await_decision, declined_text
+from infra import chat_store
 from infra.approvals import Decision
 from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.drafts import DraftWriter
-from infra.events import APPROVAL_EVENT, CANCEL_EVENT, HANDOFF_EVENT, HandoffPayload
+from infra.events import CANCEL_EVENT, HANDOFF_EVENT, HandoffPayload
 from infra.job_control import hold_job
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
@@ -61,8 +60,6 @@ logger = logging.getLogger(__name__)
 
 FUNCTION_ID = "tool-handoff"
 RETRIES = 4
-# A tool call id goes into the approval wait's expression as a literal: nothing may escape it.
-SAFE_CALL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 class Plan(TypedDict):
@@ -201,46 +198,6 @@ def create_tool_handoff(
                 result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
             return await store_result(pool, thread_id, result)
 
-        async def ask_approval(call: dict[str, Any]) -> bool | None:
-            """True: wait for the user. False: decided already (a replay). None: job gone."""
-            expires = datetime.now(UTC) + timedelta(seconds=settings.approval_timeout_s)
-            pending = {
-                "toolCallId": call["id"],
-                "name": call["name"],
-                "args": call["args"],
-                "expiresAt": expires.isoformat(),
-            }
-            async with (await services.pool()).connection() as conn, conn.transaction():
-                if not await hold_job(conn, key, ctx.run_id):
-                    return None
-                return await approvals.ask(conn, message_id, pending)
-
-        async def settle_approval(call_id: str) -> Decision | None:
-            """The user's decision, or a timeout if there is none; None when the job is gone."""
-            timed_out = Decision(approved=False, note=None, timed_out=True)
-            async with (await services.pool()).connection() as conn, conn.transaction():
-                if not await hold_job(conn, key, ctx.run_id):
-                    return None
-                return await approvals.settle(conn, message_id, call_id, timed_out)
-
-        async def decide(call: dict[str, Any]) -> Decision | None:
-            if not SAFE_CALL_ID.fullmatch(call["id"]):
-                raise inngest.NonRetriableError(f"tool call id {call['id']!r} cannot be matched")
-            asked = await ctx.step.run(f"ask-approval-{call['id']}", ask_approval, call)
-            if asked is None:
-                return None
-            if asked:
-                await ctx.step.wait_for_event(
-                    f"approval-{call['id']}",
-                    event=APPROVAL_EVENT,
-                    if_exp=(
-                        f"async.data.messageId == '{message_id}'"
-                        f" && async.data.toolCallId == '{call['id']}'"
-                    ),
-                    timeout=timedelta(seconds=settings.approval_timeout_s),
-                )
-            return await ctx.step.run(f"settle-approval-{call['id']}", settle_approval, call["id"])
-
         async def model_round(results: list[ToolResult]) -> Plan:
             # The round runs on a copy of the latest checkpoint in memory; its checkpoints land
             # in one transaction, and only while this run still holds the job. A round canceled
@@ -341,7 +298,9 @@ def create_tool_handoff(
             for call in plan["pending"]:
                 tool = tools_by_name.get(call["name"])
                 if tool is not None and requires_approval(tool):
-                    decided = await decide(call)
+                    decided = await await_decision(
+                        ctx, services, job_key=key, message_id=message_id, call=call
+                    )
                     if decided is None:
                         logger.info("job canceled while awaiting approval; stopping", extra=log)
                         return {"status": "stopped", "rounds": round_no}
@@ -367,11 +326,3 @@ def create_tool_handoff(
         return {"status": "completed", "rounds": round_no}
 
     return tool_handoff
-
-
-def declined_text(call: dict[str, Any], decision: Decision) -> str:
-    """What the model reads for a call that did not run because of the user's answer."""
-    if decision["timed_out"]:
-        return f"No answer from the user in time, so {call['name']} was not run."
-    note = f" Their note: {decision['note']}" if decision["note"] else ""
-    return f"The user rejected this call, so {call['name']} was not run.{note}"
