@@ -25,20 +25,31 @@ MessageId = NewType("MessageId", UUID)
 
 ReplyStatus = Literal["queued", "completed", "error"]
 
-SET_ROLE_SQL = "set local role authenticated"
-SET_CLAIMS_SQL = "select set_config('request.jwt.claims', %s, true)"
+# What PostgREST sets per request, in one statement: the claims, then `set local role`.
+SET_REQUEST_SQL = """
+select set_config('request.jwt.claims', %s, true), set_config('role', 'authenticated', true)
+"""
 
 CHAT_VISIBLE_SQL = "select id from public.chat where id = %s"
-ACTIVE_JOB_SQL = """
-select id from public.job_runs
-where chat_id = %s and assistant_id = %s and status in ('queued', 'processing')
-limit 1
-"""
-INSERT_USER_MESSAGE_SQL = """
-insert into public.message (id, chat_id, assistant_id, role, content, status)
-values (%s, %s, %s, 'user', %s, 'completed')
-on conflict (id) do nothing
-returning id
+# The checks and the insert of a user turn in one statement, so they cost one round trip: the
+# message goes in only if the chat is visible and idle, and the row says which check failed.
+START_USER_TURN_SQL = """
+with visible as (
+  select id from public.chat where id = %(chat_id)s
+), busy as (
+  select 1 from public.job_runs
+  where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
+    and status in ('queued', 'processing')
+  limit 1
+), inserted as (
+  insert into public.message (id, chat_id, assistant_id, role, content, status)
+  select %(message_id)s, id, %(assistant_id)s, 'user', %(content)s, 'completed'
+  from visible where not exists (select 1 from busy)
+  on conflict (id) do nothing
+  returning id
+)
+select exists (select 1 from visible) as visible, exists (select 1 from busy) as busy,
+  exists (select 1 from inserted) as inserted
 """
 INSERT_ASSISTANT_MESSAGE_SQL = """
 insert into public.message
@@ -130,8 +141,7 @@ class JobClaim:
 async def user_transaction(pool: Pool, claims: dict[str, Any]) -> AsyncIterator[Conn]:
     """A transaction in which RLS sees the request's JWT claims, as PostgREST sets them."""
     async with pool.connection() as conn, conn.transaction():
-        await conn.execute(SET_CLAIMS_SQL, (json.dumps(claims),))
-        await conn.execute(SET_ROLE_SQL)
+        await conn.execute(SET_REQUEST_SQL, (json.dumps(claims),))
         yield conn
 
 
@@ -145,16 +155,20 @@ async def start_user_turn(
     content: str,
 ) -> None:
     """Check the chat is the user's and idle, and store the user's message, under RLS."""
+    params = {
+        "chat_id": chat_id,
+        "assistant_id": assistant_id,
+        "message_id": message_id,
+        "content": content,
+    }
     async with user_transaction(pool, claims) as conn:
-        if await (await conn.execute(CHAT_VISIBLE_SQL, (chat_id,))).fetchone() is None:
-            raise ChatNotFound(chat_id)
-        if await (await conn.execute(ACTIVE_JOB_SQL, (chat_id, assistant_id))).fetchone():
-            raise JobAlreadyActive(chat_id)
-        inserted = await conn.execute(
-            INSERT_USER_MESSAGE_SQL, (message_id, chat_id, assistant_id, content)
-        )
-        if await inserted.fetchone() is None:
-            raise DuplicateMessage(message_id)
+        row = await (await conn.execute(START_USER_TURN_SQL, params)).fetchone()
+    if row is None or not row["visible"]:
+        raise ChatNotFound(chat_id)
+    if row["busy"]:
+        raise JobAlreadyActive(chat_id)
+    if not row["inserted"]:
+        raise DuplicateMessage(message_id)
 
 
 async def insert_assistant_message(
