@@ -170,9 +170,11 @@ async def realtime_section(report: Report, server: str, o: Options) -> None:
     t.notes.append(f"Decoded with test_decoding on the {how}.")
     report.tables.append(t)
     drafts = [r for r in rows if r.writer == "draft"]
-    worst = max(r.per_s for r in drafts)
+    # The busiest second is what a subscriber sees; an average over a short stream would count
+    # the first write and the closing flush against a fraction of a second.
+    worst = max(r.max_in_1s for r in drafts)
     lag = max(p95(r.lags) for r in drafts) * 1000
-    report.check("draft events/s per message, worst rate", f"{worst:.1f}", "<= 5", worst <= 5)
+    report.check("draft events in the busiest second, worst rate", str(worst), "<= 5", worst <= 5)
     report.check("draft lag p95, worst rate", f"{lag:.0f} ms", "<= 300 ms", lag <= 300)
     same = all(r.final_equal for r in drafts)
     report.check("final draft equals final content", "yes" if same else "no", "yes", same)
