@@ -172,7 +172,13 @@ async def _job_done(database_url: str, chat: uuid.UUID) -> None:
 
 
 async def measure(
-    database_url: str, *, runs: int, throughput_runs: int, clients: int, langgraph: bool
+    database_url: str,
+    *,
+    runs: int,
+    throughput_runs: int,
+    clients: int,
+    handoffs: int,
+    langgraph: bool,
 ) -> QuickPathFigures:
     figures = QuickPathFigures()
     async with AsyncExitStack() as stack:
@@ -189,5 +195,5 @@ async def measure(
         stack.push_async_callback(sides.close)
         await first_tokens(sides, runs, figures)
         await throughput(sides, throughput_runs, clients, figures)
-        await handoff_latency(sides, max(2, runs // 5), figures)
+        await handoff_latency(sides, handoffs, figures)
     return figures

@@ -99,6 +99,7 @@ async def first_token_sections(report: Report, url: str, o: Options) -> None:
         runs=o.runs,
         throughput_runs=o.throughput_runs,
         clients=o.clients,
+        handoffs=o.handoffs,
         langgraph=o.langgraph,
     )
     report.errors += f.errors
