@@ -277,6 +277,7 @@ def create_tool_handoff(
                 idempotency_key=key,
                 message_id=chat_store.MessageId(payload.root_message_id),
                 content=render_agent_snapshot(state_values(state)).text,
+                checkpoint_id=state.config["configurable"].get("checkpoint_id"),
             )
 
         claimed = await ctx.step.run("claim", claim)

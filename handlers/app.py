@@ -12,7 +12,7 @@ from langchain_core.tools import BaseTool
 
 from agent.tools import demo_tools
 from functions.client import create_inngest_client
-from handlers import control, respond
+from handlers import control, history, respond
 from handlers.auth import Authenticator
 from handlers.errors import install_error_handlers
 from handlers.limits import BodySizeLimit, FreshInngestSignature
@@ -54,6 +54,7 @@ def create_app(
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     app.include_router(respond.router)
     app.include_router(control.router)
+    app.include_router(history.router)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

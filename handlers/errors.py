@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handlers.auth import InvalidToken
 from infra.approvals import ApprovalAlreadyDecided, ApprovalNotFound
+from infra.branches import EditTargetNotFound, NotEditable
 from infra.chat_store import ChatNotFound, DuplicateMessage, JobAlreadyActive
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,10 @@ ERRORS: dict[type[Exception], ApiError] = {
     ),
     DuplicateMessage: ApiError(409, "duplicate_message", "This message was already sent."),
     ApprovalNotFound: ApiError(404, "approval_not_found", "No tool call is waiting for this."),
+    EditTargetNotFound: ApiError(404, "message_not_found", "No such message of yours to edit."),
+    NotEditable: ApiError(
+        409, "message_not_editable", "This message was sent before edits were possible."
+    ),
     ApprovalAlreadyDecided: ApiError(
         409, "approval_already_decided", "This tool call was already decided."
     ),

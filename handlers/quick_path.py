@@ -21,7 +21,8 @@ from agent.graph import TOOLS_NODE, CompiledGraphs, state_values, stream_agent_t
 from agent.snapshot import APOLOGY, render_agent_snapshot
 from agent.threads import ThreadId, thread_config
 from handlers.errors import ERRORS
-from infra import chat_store
+from infra import branches, chat_store
+from infra.branches import Edit
 from infra.chat_store import ChatId, JobAlreadyActive, MessageId, ReplyStatus, UserId
 from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.db import Conn
@@ -44,9 +45,19 @@ class History:
     known: str | None  # its checkpoint id; None for a new thread
 
 
-async def load_history(services: Services, thread_id: ThreadId) -> History:
+async def load_history(
+    services: Services, thread_id: ThreadId, edit: Edit | None = None
+) -> History:
+    """The latest checkpoint; for an edit, the one the edited message's turn started from."""
     memory = InMemorySaver()
-    known = await load_latest_into_memory(durable_saver(await services.pool()), memory, thread_id)
+    if edit is not None and edit.base_checkpoint_id is None:
+        return History(memory, None)  # the edited message began the thread
+    known = await load_latest_into_memory(
+        durable_saver(await services.pool()),
+        memory,
+        thread_id,
+        edit.base_checkpoint_id if edit else None,
+    )
     return History(memory, known)
 
 
@@ -61,6 +72,7 @@ class Turn:
     run_id: str
     content: str
     model_spec: dict[str, Any]
+    edit: Edit | None = None  # the user message this turn replaces
 
     @property
     def log(self) -> dict[str, str]:
@@ -88,7 +100,8 @@ async def run_turn(
         },
     )
     try:
-        history = history if history is not None else load_history(services, turn.thread_id)
+        if history is None:
+            history = load_history(services, turn.thread_id, turn.edit)
         await _stream_and_persist(turn, services, events, tools, emit, await history)
     except JobAlreadyActive as exc:
         # Another request started a background job for this chat and assistant first.
@@ -122,8 +135,11 @@ async def _stream_and_persist(
     text = render_agent_snapshot(state_values(state)).text
     if TOOLS_NODE not in state.next:
         async with pool.connection() as conn, conn.transaction():
-            await copy_new_checkpoints(memory, durable_saver(conn), turn.thread_id, known=known)
+            head = await copy_new_checkpoints(
+                memory, durable_saver(conn), turn.thread_id, known=known
+            )
             await _insert_reply(conn, turn, text, status="completed")
+            await _record_checkpoints(conn, turn, base=known, head=head)
         await emit(
             "done",
             {
@@ -141,6 +157,7 @@ async def _stream_and_persist(
                 memory, durable_saver(conn), turn.thread_id, known=known
             )
             await _insert_reply(conn, turn, text, status="queued", handoff_event_id=event_id)
+            await _record_checkpoints(conn, turn, base=known, head=checkpoint_id)
             payload = HandoffPayload(
                 chat_id=turn.chat_id,
                 user_id=turn.user_id,
@@ -196,6 +213,21 @@ async def _insert_reply(
         parent_id=turn.user_message_id,
         metadata={"model": turn.model_spec.get("model"), "runId": turn.run_id},
         handoff_event_id=handoff_event_id,
+    )
+
+
+async def _record_checkpoints(
+    conn: Conn, turn: Turn, *, base: str | None, head: str | None
+) -> None:
+    await branches.record_turn(
+        conn,
+        chat_id=turn.chat_id,
+        assistant_id=turn.assistant_id,
+        user_message_id=turn.user_message_id,
+        assistant_message_id=turn.assistant_message_id,
+        base_checkpoint_id=base,
+        head_checkpoint_id=head,
+        edit=turn.edit,
     )
 
 

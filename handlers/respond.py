@@ -19,7 +19,7 @@ from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ApiError, ErrorBody
 from handlers.quick_path import Turn, load_history, run_turn
-from infra import chat_store
+from infra import branches, chat_store
 from infra.chat_store import ChatId, MessageId
 
 router = APIRouter()
@@ -46,6 +46,9 @@ class RespondRequest(BaseModel):
     content: str = Field(min_length=1)
     user_message_id: UUID | None = None
     assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+    # A user message of this chat and assistant to replace: the turn forks the thread from the
+    # checkpoint that message's turn started from.
+    edit_of: UUID | None = None
 
     @field_validator("content")
     @classmethod
@@ -82,13 +85,24 @@ async def respond(
     chat_id = ChatId(body.chat_id)
     thread_id = thread_key(chat_id, body.assistant_id)
     user_message_id = MessageId(body.user_message_id or uuid.uuid4())
+    pool = await services.pool()
+    edit = None
+    if body.edit_of is not None:
+        # Read under RLS first: it names the checkpoint the history comes from.
+        edit = await branches.edit_target(
+            pool,
+            user.claims,
+            chat_id=chat_id,
+            assistant_id=body.assistant_id,
+            message_id=body.edit_of,
+        )
     # Both stand between the request and its first token and neither needs the other, so the
     # thread's history loads while the user's message is stored. If the chat turns out not to
     # be the caller's, the history is dropped unread: nothing of it reaches the response.
-    history = asyncio.create_task(load_history(services, thread_id))
+    history = asyncio.create_task(load_history(services, thread_id, edit))
     try:
         await chat_store.start_user_turn(
-            await services.pool(),
+            pool,
             user.claims,
             chat_id=chat_id,
             assistant_id=body.assistant_id,
@@ -109,6 +123,7 @@ async def respond(
         run_id=str(uuid.uuid4()),
         content=body.content,
         model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
+        edit=edit,
     )
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
 

@@ -93,8 +93,12 @@ MESSAGE_STREAMING_SQL = """
 update public.message set status = 'streaming', updated_at = now()
 where id = %s and status in ('queued', 'error', 'streaming')
 """
+# The reply's checkpoint is the thread's head once the job ends (infra/branches.py).
 FINALIZE_MESSAGE_SQL = """
-update public.message set content = %s, status = 'completed', updated_at = now() where id = %s
+update public.message
+set content = %s, status = 'completed', updated_at = now(),
+    metadata = metadata || jsonb_build_object('checkpointId', %s::text)
+where id = %s
 """
 FAIL_MESSAGE_SQL = """
 update public.message set content = %s, status = 'error', updated_at = now()
@@ -253,14 +257,19 @@ async def claim_job(
 
 
 async def finalize_job(
-    pool: Pool, *, idempotency_key: str, message_id: MessageId, content: str
+    pool: Pool,
+    *,
+    idempotency_key: str,
+    message_id: MessageId,
+    content: str,
+    checkpoint_id: str | None,
 ) -> None:
     """Final content, `completed`, draft gone and job `completed`, all or nothing; nothing at
     all when the job is no longer running (canceled, or already finalized by a retry)."""
     async with pool.connection() as conn, conn.transaction():
         if await (await conn.execute(COMPLETE_JOB_SQL, (idempotency_key,))).fetchone() is None:
             return
-        await conn.execute(FINALIZE_MESSAGE_SQL, (content, message_id))
+        await conn.execute(FINALIZE_MESSAGE_SQL, (content, checkpoint_id, message_id))
         await conn.execute(DELETE_DRAFT_SQL, (message_id,))
 
 

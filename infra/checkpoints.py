@@ -21,14 +21,21 @@ def durable_saver(pool_or_conn: Pool | Conn) -> AsyncPostgresSaver:
 
 
 async def load_latest_into_memory(
-    durable: AsyncPostgresSaver, memory: InMemorySaver, thread_id: ThreadId
+    durable: AsyncPostgresSaver,
+    memory: InMemorySaver,
+    thread_id: ThreadId,
+    checkpoint_id: str | None = None,
 ) -> str | None:
-    """Seed `memory` with the thread's latest durable checkpoint; returns its id (None if new)."""
-    latest = await durable.aget_tuple(thread_config(thread_id))
-    if latest is None:
+    """Seed `memory` with the thread's latest durable checkpoint, or the one named; returns its
+    id (None for a new thread)."""
+    named = {"checkpoint_id": checkpoint_id} if checkpoint_id else {}
+    found = await durable.aget_tuple(thread_config(thread_id, **named))
+    if found is None:
+        if checkpoint_id:
+            raise LookupError(f"checkpoint {checkpoint_id} of {thread_id} not found")
         return None
-    await _put_tuple(memory, latest)
-    return str(latest.checkpoint["id"])
+    await _put_tuple(memory, found)
+    return str(found.checkpoint["id"])
 
 
 async def copy_new_checkpoints(

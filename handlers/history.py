@@ -1,0 +1,75 @@
+"""GET /api/chat/{chatId}/history: every message of a thread, each branch included."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID
+from handlers.deps import CurrentUser, ServicesDep
+from handlers.respond import ERROR_RESPONSES
+from infra import branches
+from infra.chat_store import ChatId
+
+router = APIRouter()
+
+
+class HistoryMessage(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    id: UUID
+    role: str
+    content: str
+    status: str
+    created_at: datetime
+    parent_message_id: UUID | None
+    checkpoint_id: str | None  # user message: where its turn began; reply: where it ended
+    branch_id: str
+    stale: bool  # on a branch an edit replaced
+    edit_of: UUID | None
+
+
+class History(BaseModel):
+    messages: list[HistoryMessage]
+
+
+def history_message(row: dict[str, Any]) -> HistoryMessage:
+    metadata = row["metadata"]
+    return HistoryMessage(
+        id=row["id"],
+        role=row["role"],
+        content=row["content"],
+        status=row["status"],
+        created_at=row["created_at"],
+        parent_message_id=row["parent_message_id"],
+        checkpoint_id=metadata.get("checkpointId"),
+        branch_id=metadata.get("branchId", branches.MAIN_BRANCH),
+        stale=bool(metadata.get("stale", False)),
+        edit_of=metadata.get("editOf"),
+    )
+
+
+@router.get(
+    "/api/chat/{chat_id}/history",
+    response_model=History,
+    response_model_by_alias=True,
+    responses=ERROR_RESPONSES,
+)
+async def history(
+    chat_id: UUID,
+    user: CurrentUser,
+    services: ServicesDep,
+    assistant_id: Annotated[
+        str, Query(alias="assistantId", pattern=ASSISTANT_ID_PATTERN.pattern)
+    ] = DEFAULT_ASSISTANT_ID,
+) -> History:
+    """The thread's messages, oldest first, old branches (`stale`) included, under RLS."""
+    rows = await branches.history(
+        await services.pool(), user.claims, chat_id=ChatId(chat_id), assistant_id=assistant_id
+    )
+    return History(messages=[history_message(row) for row in rows])

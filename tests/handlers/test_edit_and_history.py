@@ -1,0 +1,152 @@
+"""Editing a message forks the thread; GET /api/chat/{chatId}/history shows every branch."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+from langchain_core.messages import BaseMessage, HumanMessage
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from agent.threads import thread_config, thread_key
+from tests.support import Stack, create_user_with_chat, durable_messages, running_stack, token_for
+
+
+async def history(stack: Stack, token: str, chat_id: uuid.UUID, **params: str) -> Any:
+    response = await stack.http.get(
+        f"/api/chat/{chat_id}/history",
+        params=params,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    assert response.status_code == 200, response.text
+    return response.json()["messages"]
+
+
+async def say(stack: Stack, token: str, chat_id: uuid.UUID, content: str, **extra: Any) -> str:
+    """One turn; returns the id of the user's message."""
+    events = await stack.respond(token, {"chatId": str(chat_id), "content": content, **extra})
+    assert events[-1][0] in ("done", "handoff"), events
+    message_id: str = events[0][1]["userMessageId"]
+    return message_id
+
+
+def texts(messages: list[BaseMessage]) -> list[str]:
+    return [str(m.content) for m in messages]
+
+
+def said(messages: list[BaseMessage]) -> list[str]:
+    """What the user said, in the thread's order."""
+    return [str(m.content) for m in messages if isinstance(m, HumanMessage)]
+
+
+async def messages_at(database_url: str, chat_id: uuid.UUID, checkpoint_id: str) -> list[str]:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        found = await AsyncPostgresSaver(conn).aget_tuple(
+            thread_config(thread_key(chat_id), checkpoint_id=checkpoint_id)
+        )
+    assert found is not None
+    return [str(m.content) for m in found.checkpoint["channel_values"]["messages"]]
+
+
+async def test_an_edit_forks_the_thread_and_the_old_branch_stays_readable(
+    database_url: str,
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        # GIVEN a conversation of two turns
+        await say(stack, token, chat_id, "first question")
+        second = await say(stack, token, chat_id, "second question")
+        old = await history(stack, token, chat_id)
+        old_head = old[-1]["checkpointId"]
+
+        # WHEN the user edits the second question
+        edited = await say(stack, token, chat_id, "second, edited", editOf=second)
+        # AND goes on talking
+        await say(stack, token, chat_id, "third question")
+        after = await history(stack, token, chat_id)
+        await stack.executor.wait_idle()
+
+    # THEN the thread continues from the edit, without the replaced turn
+    assert said(await durable_messages(database_url, chat_id)) == [
+        "first question",
+        "second, edited",
+        "third question",
+    ]
+    # AND the old branch is still there, in the history and in its checkpoints
+    by_id = {m["id"]: m for m in after}
+    assert len(after) == 8
+    assert by_id[second]["stale"] is True
+    assert by_id[second]["content"] == "second question"
+    replaced_reply = next(m for m in after if m["parentMessageId"] == second)
+    assert replaced_reply["stale"] is True
+    assert by_id[edited]["editOf"] == second
+    assert by_id[edited]["branchId"] == edited
+    assert by_id[edited]["checkpointId"] == by_id[second]["checkpointId"]
+    live = [m for m in after if not m["stale"]]
+    assert [m["role"] for m in live] == ["user", "assistant"] * 3
+    assert {m["branchId"] for m in live[2:]} == {edited}
+    assert {m["branchId"] for m in live[:2]} == {"main"}
+    assert "second question" in " ".join(await messages_at(database_url, chat_id, old_head))
+
+
+async def test_editing_the_first_message_starts_the_thread_again(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        first = await say(stack, token, chat_id, "hello there")
+        await say(stack, token, chat_id, "and more")
+        await say(stack, token, chat_id, "hi, edited", editOf=first)
+    assert said(await durable_messages(database_url, chat_id)) == ["hi, edited"]
+
+
+async def test_an_edit_of_a_tool_turn_hands_off_on_the_new_branch(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        asked = await say(stack, token, chat_id, "/calc 6*7")
+        await stack.executor.wait_idle()
+        await say(stack, token, chat_id, "/calc 6*8", editOf=asked)
+        await stack.executor.wait_idle()
+        messages = await history(stack, token, chat_id)
+    live_reply = next(m for m in messages if m["role"] == "assistant" and not m["stale"])
+    assert live_reply["status"] == "completed"
+    assert "calc returned 48." in live_reply["content"]
+    stale_reply = next(m for m in messages if m["role"] == "assistant" and m["stale"])
+    assert "calc returned 42." in stale_reply["content"]
+    # The reply records where its job left the thread: the head of the new branch.
+    head = texts(await durable_messages(database_url, chat_id))
+    assert await messages_at(database_url, chat_id, live_reply["checkpointId"]) == head
+
+
+async def test_only_the_owner_edits_or_reads_the_history(database_url: str) -> None:
+    owner, chat_id = await create_user_with_chat(database_url)
+    stranger, stranger_chat = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        mine = await say(stack, token_for(owner), chat_id, "private words")
+        response = await stack.http.get(
+            f"/api/chat/{chat_id}/history",
+            headers={"Authorization": f"Bearer {token_for(stranger)}"},
+        )
+        assert (response.status_code, response.json()["error"]["code"]) == (404, "chat_not_found")
+        assert "private words" not in response.text
+        # Another user's message id cannot be edited from the stranger's own chat.
+        edit = await stack.http.post(
+            "/api/chat/respond",
+            json={"chatId": str(stranger_chat), "content": "x", "editOf": mine},
+            headers={"Authorization": f"Bearer {token_for(stranger)}"},
+        )
+        assert (edit.status_code, edit.json()["error"]["code"]) == (404, "message_not_found")
+        # An assistant message is not a message the user can edit.
+        reply = next(
+            m for m in await history(stack, token_for(owner), chat_id) if m["role"] == "assistant"
+        )
+        edit = await stack.http.post(
+            "/api/chat/respond",
+            json={"chatId": str(chat_id), "content": "x", "editOf": reply["id"]},
+            headers={"Authorization": f"Bearer {token_for(owner)}"},
+        )
+        assert edit.status_code == 404
+        unauthenticated = await stack.http.get(f"/api/chat/{chat_id}/history")
+        assert unauthenticated.status_code == 401
