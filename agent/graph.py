@@ -45,6 +45,18 @@ def pending_tool_calls(messages: Sequence[AnyMessage]) -> list[dict[str, Any]]:
     return [dict(c) for c in last_ai.tool_calls if c["id"] not in answered]
 
 
+UNANSWERED_CALL_TEXT = "Not run: the conversation moved on before this call ran."
+
+
+def unanswered_calls_closed(messages: Sequence[AnyMessage]) -> list[ToolMessage]:
+    """A ToolMessage for each call of the last AI message that never got one (its job was
+    canceled): providers refuse a conversation with a call left unanswered."""
+    return [
+        ToolMessage(content=UNANSWERED_CALL_TEXT, tool_call_id=c["id"], name=c["name"])
+        for c in pending_tool_calls(messages)
+    ]
+
+
 def build_agent_graph(
     model: BaseChatModel,
     tools: Sequence[BaseTool],

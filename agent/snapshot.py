@@ -12,6 +12,7 @@ from agent.state import AgentState, AgentStatus, ToolInvocation
 
 PARAGRAPH_BREAK = "\n\n"
 APOLOGY = "Sorry, something went wrong while finishing this answer. Please try again."
+INTERRUPTED = "This answer was stopped: a newer message or a cancel took its place."
 INCOMPATIBLE_VERSION = (
     "Sorry, this conversation was saved by a different version of the assistant and cannot be"
     " continued. Please start a new chat."

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from functools import partial
 from typing import Any, NotRequired, TypedDict
 
 import inngest
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
@@ -28,6 +29,7 @@ from agent.graph import (
     pending_tool_calls,
     state_values,
     stream_agent_text,
+    unanswered_calls_closed,
 )
 from agent.snapshot import (
     APOLOGY,
@@ -39,6 +41,7 @@ from agent.snapshot import (
 from agent.state import (
     OLDEST_READABLE_SCHEMA_VERSION,
     SCHEMA_VERSION,
+    AgentState,
     ToolInvocation,
     checkpoint_schema,
     readable_schema,
@@ -46,7 +49,7 @@ from agent.state import (
 from agent.threads import ThreadId, thread_config
 from agent.tools import ToolInputError, demo_tools, requires_approval
 from functions.approval_steps import await_decision, declined_text
-from infra import chat_store
+from infra import branches, chat_store
 from infra.approvals import Decision
 from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.drafts import DraftWriter
@@ -55,6 +58,7 @@ from infra.job_control import hold_job
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.tool_results import ToolResult, fetch_result, store_result
+from infra.turns import send_queued_turns
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +71,8 @@ class Plan(TypedDict):
 
     done: bool
     pending: list[dict[str, Any]]
+    # An enqueued message's job: its turn has not begun, the first round starts it.
+    opening: NotRequired[bool]
     # The job is no longer this run's (canceled, or taken over after the lease): stop quietly.
     stopped: NotRequired[bool]
 
@@ -105,9 +111,12 @@ def create_tool_handoff(
             return
         error = json.dumps(ctx.event.data.get("error"), default=str)
         logger.error("tool handoff failed", extra={"job_id": key, "error": error})
-        await chat_store.fail_job(
-            await services.pool(), idempotency_key=key, user_text=APOLOGY, error=error
-        )
+        pool = await services.pool()
+        await chat_store.fail_job(pool, idempotency_key=key, user_text=APOLOGY, error=error)
+        data = original.get("data") if isinstance(original, dict) else None
+        if isinstance(data, dict) and "chatId" in data and "assistantId" in data:
+            chat = chat_store.ChatId(uuid.UUID(str(data["chatId"])))
+            await send_queued_turns(pool, client, chat, str(data["assistantId"]))
 
     @client.create_function(
         fn_id=FUNCTION_ID,
@@ -160,6 +169,14 @@ def create_tool_handoff(
                     pool, idempotency_key=key, user_text=INCOMPATIBLE_VERSION, error=detail
                 )
                 raise inngest.NonRetriableError(detail)
+            if stored.kind == "turn":
+                return {
+                    "claimed": True,
+                    "payload": job.payload,
+                    "done": False,
+                    "pending": [],
+                    "opening": True,
+                }
             return {"claimed": True, "payload": job.payload, **plan_from(state)}
 
         async def run_tool(call: dict[str, Any], decision: Decision | None = None) -> ToolResult:
@@ -243,42 +260,81 @@ def create_tool_handoff(
                 )
                 state = await graph.aget_state(config)
             if AGENT_NODE in state.next:
-                await stream_round(graph, state)
+                before = turn_text(state_values(state))
+                await stream_round(graph, None, before + PARAGRAPH_BREAK if before else "")
                 state = await graph.aget_state(config)
-            async with pool.connection() as conn, conn.transaction():
+            return await persist_round(memory, known, state)
+
+        async def opening_round() -> Plan:
+            """The first round of an enqueued message's turn, from the latest checkpoint."""
+            pool = await services.pool()
+            memory = InMemorySaver()
+            known = await load_latest_into_memory(durable_saver(pool), memory, thread_id)
+            graph = graph_for(payload, memory)
+            previous = state_values(await graph.aget_state(config)).get("messages", [])
+            message = HumanMessage(content=payload.content or "", id=str(payload.user_message_id))
+            opening: list[AnyMessage] = [*unanswered_calls_closed(previous), message]
+            await stream_round(graph, {"messages": opening}, "")
+            state = await graph.aget_state(config)
+            return await persist_round(memory, known, state, opening=True)
+
+        async def persist_round(
+            memory: InMemorySaver,
+            known: str | None,
+            state: StateSnapshot,
+            *,
+            opening: bool = False,
+        ) -> Plan:
+            """The round's checkpoints land in one transaction, while this run holds the job."""
+            async with (await services.pool()).connection() as conn, conn.transaction():
                 if not await hold_job(conn, key, ctx.run_id):
                     return {"done": True, "pending": [], "stopped": True}
-                await copy_new_checkpoints(memory, durable_saver(conn), thread_id, known=known)
+                head = await copy_new_checkpoints(
+                    memory, durable_saver(conn), thread_id, known=known
+                )
+                if opening and payload.user_message_id is not None:
+                    await branches.record_turn(
+                        conn,
+                        chat_id=chat_store.ChatId(payload.chat_id),
+                        assistant_id=payload.assistant_id,
+                        user_message_id=chat_store.MessageId(payload.user_message_id),
+                        assistant_message_id=chat_store.MessageId(payload.root_message_id),
+                        base_checkpoint_id=known,
+                        head_checkpoint_id=head,
+                        edit=None,
+                    )
             return plan_from(state)
 
-        async def stream_round(graph: AgentGraph, state: StateSnapshot) -> None:
-            before = turn_text(state_values(state))
+        async def stream_round(
+            graph: AgentGraph, graph_input: AgentState | None, prefix: str
+        ) -> None:
             writer = DraftWriter(
                 await services.pool(),
                 message_id=chat_store.MessageId(payload.root_message_id),
                 chat_id=chat_store.ChatId(payload.chat_id),
                 # The draft is the whole message: earlier text, then this round's paragraph.
-                text=before + PARAGRAPH_BREAK if before else "",
+                text=prefix,
                 interval=settings.draft_interval_ms / 1000,
                 max_bytes=settings.draft_max_bytes,
             )
             await writer.start()
-            async for text in stream_agent_text(graph, None, config):
+            async for text in stream_agent_text(graph, graph_input, config):
                 await writer.append(text)
             await writer.flush()
             logger.info("model round streamed", extra={**log, "draft_writes": writer.writes})
 
         async def finalize() -> None:
-            state = await graph_for(payload, durable_saver(await services.pool())).aget_state(
-                config
-            )
+            pool = await services.pool()
+            state = await graph_for(payload, durable_saver(pool)).aget_state(config)
             await chat_store.finalize_job(
-                await services.pool(),
+                pool,
                 idempotency_key=key,
                 message_id=chat_store.MessageId(payload.root_message_id),
                 content=render_agent_snapshot(state_values(state)).text,
                 checkpoint_id=state.config["configurable"].get("checkpoint_id"),
             )
+            chat = chat_store.ChatId(payload.chat_id)
+            await send_queued_turns(pool, client, chat, payload.assistant_id)
 
         claimed = await ctx.step.run("claim", claim)
         if not claimed["claimed"]:
@@ -293,6 +349,8 @@ def create_tool_handoff(
         plan: Plan = claimed
         round_no = 0
         message_id = chat_store.MessageId(payload.root_message_id)
+        if plan.get("opening"):
+            plan = await ctx.step.run("model-round-opening", opening_round)
         while not plan["done"]:
             # Calls that need the user's approval wait for it, one question at a time.
             decisions: dict[str, Decision] = {}

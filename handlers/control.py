@@ -18,6 +18,7 @@ from infra.approvals import record_decision
 from infra.chat_store import ChatId
 from infra.events import APPROVAL_EVENT, CANCEL_EVENT
 from infra.job_control import cancel_active_job
+from infra.turns import send_queued_turns
 
 logger = logging.getLogger(__name__)
 
@@ -61,16 +62,20 @@ async def cancel(
     )
     if canceled is None:
         return CancelResponse(canceled=False)
-    data = {
-        "chatId": str(chat_id),
-        "assistantId": assistant_id,
-        "messageId": str(canceled.message_id),
-    }
-    try:
-        await request.app.state.events.send(inngest.Event(name=CANCEL_EVENT, data=data))
-    except Exception:
-        # The job already ended in the database: the run stops at its next write instead.
-        logger.exception("chat/cancel not sent", extra={"chat_id": str(chat_id)})
+    events = request.app.state.events
+    # A turn still on its quick path has no run to stop: it finds its slot gone and stops.
+    if canceled.message_id is not None:
+        data = {
+            "chatId": str(chat_id),
+            "assistantId": assistant_id,
+            "messageId": str(canceled.message_id),
+        }
+        try:
+            await events.send(inngest.Event(name=CANCEL_EVENT, data=data))
+        except Exception:
+            # The job already ended in the database: the run stops at its next write instead.
+            logger.exception("chat/cancel not sent", extra={"chat_id": str(chat_id)})
+    await send_queued_turns(await services.pool(), events, ChatId(chat_id), assistant_id)
     return CancelResponse(canceled=True, assistant_message_id=canceled.message_id)
 
 

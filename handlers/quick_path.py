@@ -12,22 +12,28 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agent.graph import TOOLS_NODE, CompiledGraphs, state_values, stream_agent_text
-from agent.snapshot import APOLOGY, render_agent_snapshot
+from agent.graph import (
+    TOOLS_NODE,
+    CompiledGraphs,
+    state_values,
+    stream_agent_text,
+    unanswered_calls_closed,
+)
+from agent.snapshot import APOLOGY, INTERRUPTED, render_agent_snapshot
 from agent.threads import ThreadId, thread_config
-from handlers.errors import ERRORS
 from infra import branches, chat_store
 from infra.branches import Edit
-from infra.chat_store import ChatId, JobAlreadyActive, MessageId, ReplyStatus, UserId
+from infra.chat_store import ChatId, MessageId, ReplyStatus, UserId
 from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.db import Conn
 from infra.events import EventSender, HandoffPayload, send_handoff
+from infra.job_control import hold_job
 from infra.runtime import Services
+from infra.turns import send_queued_turns
 
 logger = logging.getLogger(__name__)
 
@@ -72,11 +78,27 @@ class Turn:
     run_id: str
     content: str
     model_spec: dict[str, Any]
+    job_key: str  # the turn's job (it holds the chat's slot) and its handoff event id
     edit: Edit | None = None  # the user message this turn replaces
 
     @property
     def log(self) -> dict[str, str]:
         return {"chat_id": str(self.chat_id), "correlation_id": str(self.assistant_message_id)}
+
+    def handoff_payload(self, checkpoint_id: str | None) -> HandoffPayload:
+        return HandoffPayload(
+            chat_id=self.chat_id,
+            user_id=self.user_id,
+            assistant_id=self.assistant_id,
+            thread_id=self.thread_id,
+            root_message_id=self.assistant_message_id,
+            checkpoint_id=checkpoint_id or "",
+            model_spec=self.model_spec,
+        )
+
+
+class Interrupted(RuntimeError):
+    """The turn lost its chat's slot (a cancel, or a message sent with `interrupt`)."""
 
 
 async def run_turn(
@@ -102,15 +124,16 @@ async def run_turn(
     try:
         if history is None:
             history = load_history(services, turn.thread_id, turn.edit)
-        await _stream_and_persist(turn, services, events, tools, emit, await history)
-    except JobAlreadyActive as exc:
-        # Another request started a background job for this chat and assistant first.
-        error = ERRORS[type(exc)]
-        await emit("error", {"code": error.code, "message": error.message})
+        if await _stream_and_persist(turn, services, events, tools, emit, await history):
+            return  # handed off: the job goes on in the background
+    except Interrupted:
+        await emit("error", {"code": "interrupted", "message": INTERRUPTED})
     except Exception:
         logger.exception("quick path failed", extra=turn.log)
         await _record_failure(turn, services)
         await emit("error", {"code": "internal", "message": APOLOGY})
+    # The turn's job ended: a message that waited behind it now holds the slot.
+    await send_queued_turns(await services.pool(), events, turn.chat_id, turn.assistant_id)
 
 
 async def _stream_and_persist(
@@ -120,7 +143,8 @@ async def _stream_and_persist(
     tools: list[BaseTool],
     emit: Emit,
     history: History,
-) -> None:
+) -> bool:
+    """True when the turn handed off to the background."""
     pool = await services.pool()
     memory, known = history.memory, history.known
     graph = _graphs.bound(
@@ -128,18 +152,33 @@ async def _stream_and_persist(
     )
     config = thread_config(turn.thread_id)
     config["run_id"] = uuid.UUID(turn.run_id)
+    before = await graph.aget_state(config)
+    # Calls a canceled job never ran are answered first: a model must see every call answered.
     message = HumanMessage(content=turn.content, id=str(turn.user_message_id))
-    async for text in stream_agent_text(graph, {"messages": [message]}, config):
+    opening: list[AnyMessage] = [
+        *unanswered_calls_closed(state_values(before).get("messages", [])),
+        message,
+    ]
+    streamed: list[str] = []
+    async for text in stream_agent_text(graph, {"messages": opening}, config):
+        streamed.append(text)
         await emit("token", {"text": text})
     state = await graph.aget_state(config)
     text = render_agent_snapshot(state_values(state)).text
-    if TOOLS_NODE not in state.next:
-        async with pool.connection() as conn, conn.transaction():
-            head = await copy_new_checkpoints(
-                memory, durable_saver(conn), turn.thread_id, known=known
-            )
-            await _insert_reply(conn, turn, text, status="completed")
-            await _record_checkpoints(conn, turn, base=known, head=head)
+    handing_off = TOOLS_NODE in state.next
+    head: str | None = None
+    async with pool.connection() as conn, conn.transaction():
+        # The turn's writes land only while it still holds the chat's slot.
+        held = await hold_job(conn, turn.job_key, turn.run_id)
+        if held:
+            head = await _persist(conn, turn, memory, known, text, handing_off)
+    if not held:
+        # Canceled, or another message took over: the user keeps what they saw, the thread
+        # gets nothing of this turn.
+        async with pool.connection() as conn:
+            await _insert_reply(conn, turn, "".join(streamed), status="canceled")
+        raise Interrupted
+    if not handing_off:
         await emit(
             "done",
             {
@@ -148,35 +187,7 @@ async def _stream_and_persist(
                 "content": text,
             },
         )
-        return
-
-    event_id = str(uuid.uuid4())
-    try:
-        async with pool.connection() as conn, conn.transaction():
-            checkpoint_id = await copy_new_checkpoints(
-                memory, durable_saver(conn), turn.thread_id, known=known
-            )
-            await _insert_reply(conn, turn, text, status="queued", handoff_event_id=event_id)
-            await _record_checkpoints(conn, turn, base=known, head=checkpoint_id)
-            payload = HandoffPayload(
-                chat_id=turn.chat_id,
-                user_id=turn.user_id,
-                assistant_id=turn.assistant_id,
-                thread_id=turn.thread_id,
-                root_message_id=turn.assistant_message_id,
-                checkpoint_id=checkpoint_id or "",
-                model_spec=turn.model_spec,
-            )
-            await chat_store.insert_job(
-                conn,
-                chat_id=turn.chat_id,
-                assistant_id=turn.assistant_id,
-                root_message_id=turn.assistant_message_id,
-                idempotency_key=event_id,
-                payload=payload.to_data(),
-            )
-    except psycopg.errors.UniqueViolation as exc:
-        raise JobAlreadyActive(turn.chat_id) from exc
+        return False
     # Committed: the turn is durable, so the client hears it at once. The job row is the
     # outbox: if the send below fails, event_sent_at stays null and the outbox relay re-sends
     # with the same id, which Inngest deduplicates.
@@ -184,15 +195,42 @@ async def _stream_and_persist(
         "handoff",
         {
             "assistantMessageId": str(turn.assistant_message_id),
-            "eventId": event_id,
+            "eventId": turn.job_key,
             "status": "queued",
         },
     )
     try:
-        await send_handoff(events, event_id, payload)
-        await chat_store.mark_events_sent(pool, [event_id])
+        await send_handoff(events, turn.job_key, turn.handoff_payload(head))
+        await chat_store.mark_events_sent(pool, [turn.job_key])
     except Exception:
         logger.exception("handoff event not sent; left in the outbox", extra=turn.log)
+    return True
+
+
+async def _persist(
+    conn: Conn,
+    turn: Turn,
+    memory: InMemorySaver,
+    known: str | None,
+    text: str,
+    handing_off: bool,
+) -> str | None:
+    """The turn's checkpoints, reply and job, in the caller's transaction; the head checkpoint."""
+    head = await copy_new_checkpoints(memory, durable_saver(conn), turn.thread_id, known=known)
+    status: ReplyStatus = "queued" if handing_off else "completed"
+    handoff_id = turn.job_key if handing_off else None
+    await _insert_reply(conn, turn, text, status=status, handoff_event_id=handoff_id)
+    await _record_checkpoints(conn, turn, base=known, head=head)
+    if handing_off:
+        await chat_store.hand_off_job(
+            conn,
+            idempotency_key=turn.job_key,
+            root_message_id=turn.assistant_message_id,
+            payload=turn.handoff_payload(head).to_data(),
+        )
+    else:
+        await chat_store.complete_quick_job(conn, turn.job_key)
+    return head
 
 
 async def _insert_reply(
@@ -232,10 +270,14 @@ async def _record_checkpoints(
 
 
 async def _record_failure(turn: Turn, services: Services) -> None:
-    """The user's message stays; an assistant message in `error` says the turn failed."""
+    """The user's message stays; an assistant message in `error` says the turn failed, and the
+    chat's slot is free again."""
     try:
         pool = await services.pool()
-        async with pool.connection() as conn:
+        async with pool.connection() as conn, conn.transaction():
             await _insert_reply(conn, turn, APOLOGY, status="error")
+        await chat_store.fail_job(
+            pool, idempotency_key=turn.job_key, user_text=APOLOGY, error="quick path failed"
+        )
     except Exception:
         logger.exception("could not record the failed turn", extra=turn.log)

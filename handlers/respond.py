@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
+import inngest
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -19,10 +21,15 @@ from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ApiError, ErrorBody
 from handlers.quick_path import Turn, load_history, run_turn
-from infra import branches, chat_store
+from infra import branches, turns
 from infra.chat_store import ChatId, MessageId
+from infra.events import CANCEL_EVENT
+from infra.turns import Strategy
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter()
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 # Documented so that clients generated from the OpenAPI schema parse errors as they are sent
 # (FastAPI would otherwise document its own 422 body, which this app never returns).
@@ -49,6 +56,8 @@ class RespondRequest(BaseModel):
     # A user message of this chat and assistant to replace: the turn forks the thread from the
     # checkpoint that message's turn started from.
     edit_of: UUID | None = None
+    # While a job of this chat and assistant is active: refuse (409), cancel it, or wait.
+    multitask_strategy: Strategy = "reject"
 
     @field_validator("content")
     @classmethod
@@ -63,6 +72,67 @@ def _discard(task: asyncio.Task[Any]) -> None:
     """Retrieve a dropped task's outcome, so asyncio does not log it as never retrieved."""
     if not task.cancelled():
         task.exception()
+
+
+def new_turn(turn: Turn) -> turns.NewTurn:
+    """The rows a turn starts with, and the job it becomes should it have to wait."""
+    payload = turn.handoff_payload(None).model_copy(
+        update={"kind": "turn", "user_message_id": turn.user_message_id, "content": turn.content}
+    )
+    return turns.NewTurn(
+        chat_id=turn.chat_id,
+        assistant_id=turn.assistant_id,
+        message_id=turn.user_message_id,
+        content=turn.content,
+        job_key=turn.job_key,
+        run_id=turn.run_id,
+        reply_id=turn.assistant_message_id,
+        queued_payload=payload.to_data(),
+        reply_metadata={"model": turn.model_spec.get("model"), "runId": turn.run_id},
+    )
+
+
+def _queued_response(turn: Turn) -> StreamingResponse:
+    """A turn that waits behind the active job: its reply streams in the background later."""
+    body = [
+        sse(
+            "metadata",
+            {
+                "chatId": str(turn.chat_id),
+                "threadId": turn.thread_id,
+                "userMessageId": str(turn.user_message_id),
+                "assistantMessageId": str(turn.assistant_message_id),
+                "runId": turn.run_id,
+            },
+        ),
+        sse(
+            "handoff",
+            {
+                "assistantMessageId": str(turn.assistant_message_id),
+                "eventId": turn.job_key,
+                "status": "queued",
+            },
+        ),
+    ]
+
+    async def stream() -> AsyncIterator[bytes]:
+        for item in body:
+            yield item
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def _stop_background_job(request: Request, turn: Turn, message_id: MessageId) -> None:
+    data = {
+        "chatId": str(turn.chat_id),
+        "assistantId": turn.assistant_id,
+        "messageId": str(message_id),
+    }
+    try:
+        await request.app.state.events.send(inngest.Event(name=CANCEL_EVENT, data=data))
+    except Exception:
+        # The job already ended in the database: its run stops at its next write instead.
+        logger.exception("chat/cancel not sent", extra=turn.log)
 
 
 def sse(event: str, data: dict[str, Any]) -> bytes:
@@ -84,7 +154,6 @@ async def respond(
         raise ApiError(422, "invalid_request", "content: must not be blank")
     chat_id = ChatId(body.chat_id)
     thread_id = thread_key(chat_id, body.assistant_id)
-    user_message_id = MessageId(body.user_message_id or uuid.uuid4())
     pool = await services.pool()
     edit = None
     if body.edit_of is not None:
@@ -96,41 +165,50 @@ async def respond(
             assistant_id=body.assistant_id,
             message_id=body.edit_of,
         )
-    # Both stand between the request and its first token and neither needs the other, so the
-    # thread's history loads while the user's message is stored. If the chat turns out not to
-    # be the caller's, the history is dropped unread: nothing of it reaches the response.
-    history = asyncio.create_task(load_history(services, thread_id, edit))
-    try:
-        await chat_store.start_user_turn(
-            pool,
-            user.claims,
-            chat_id=chat_id,
-            assistant_id=body.assistant_id,
-            message_id=user_message_id,
-            content=body.content,
-        )
-    except BaseException:
-        history.cancel()
-        history.add_done_callback(_discard)
-        raise
     turn = Turn(
         user_id=user.id,
         chat_id=chat_id,
         assistant_id=body.assistant_id,
         thread_id=thread_id,
-        user_message_id=user_message_id,
+        user_message_id=MessageId(body.user_message_id or uuid.uuid4()),
         assistant_message_id=MessageId(uuid.uuid4()),
         run_id=str(uuid.uuid4()),
         content=body.content,
         model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
+        job_key=str(uuid.uuid4()),
         edit=edit,
     )
+    # Both stand between the request and its first token and neither needs the other, so the
+    # thread's history loads while the user's message is stored. If the chat turns out not to
+    # be the caller's, the history is dropped unread: nothing of it reaches the response.
+    history = asyncio.create_task(load_history(services, thread_id, edit))
+    try:
+        slot = await turns.start_turn(
+            pool,
+            user.claims,
+            new_turn(turn),
+            strategy=body.multitask_strategy,
+            lease_s=settings.turn_lease_s,
+        )
+    except BaseException:
+        history.cancel()
+        history.add_done_callback(_discard)
+        raise
+    if slot.queued:
+        history.cancel()
+        history.add_done_callback(_discard)
+        return _queued_response(turn)
+    state = request.app.state
+    if slot.interrupted is not None and slot.interrupted.message_id is not None:
+        # Not awaited: the new turn's first token does not wait for the old run's stop.
+        stop = asyncio.create_task(_stop_background_job(request, turn, slot.interrupted.message_id))
+        state.turns.add(stop)
+        stop.add_done_callback(state.turns.discard)
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
 
     async def emit(event: str, data: dict[str, Any]) -> None:
         queue.put_nowait(sse(event, data))
 
-    state = request.app.state
     # Detached from the response: the turn completes even if the client disconnects.
     task = asyncio.create_task(
         run_turn(turn, services, state.events, state.tools, emit, history=history)
@@ -145,8 +223,4 @@ async def respond(
         while (item := await queue.get()) is not None:
             yield item
 
-    return StreamingResponse(
-        stream(),
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-    )
+    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)

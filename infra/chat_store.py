@@ -17,49 +17,35 @@ from uuid import UUID
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn, Pool
-from infra.events import HANDOFF_EVENT
 
 UserId = NewType("UserId", UUID)
 ChatId = NewType("ChatId", UUID)
 MessageId = NewType("MessageId", UUID)
 
-ReplyStatus = Literal["queued", "completed", "error"]
+ReplyStatus = Literal["queued", "completed", "error", "canceled"]
 
 # What PostgREST sets per request, in one statement: the claims, then `set local role`.
+# Back to the connecting role for the rest of a transaction that began as the user's.
+SERVICE_ROLE_SQL = "select set_config('role', 'none', true)"
 SET_REQUEST_SQL = """
 select set_config('request.jwt.claims', %s, true), set_config('role', 'authenticated', true)
 """
 
 CHAT_VISIBLE_SQL = "select id from public.chat where id = %s"
-# The checks and the insert of a user turn in one statement, so they cost one round trip: the
-# message goes in only if the chat is visible and idle, and the row says which check failed.
-START_USER_TURN_SQL = """
-with visible as (
-  select id from public.chat where id = %(chat_id)s
-), busy as (
-  select 1 from public.job_runs
-  where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
-    and status in ('queued', 'processing')
-  limit 1
-), inserted as (
-  insert into public.message (id, chat_id, assistant_id, role, content, status)
-  select %(message_id)s, id, %(assistant_id)s, 'user', %(content)s, 'completed'
-  from visible where not exists (select 1 from busy)
-  on conflict (id) do nothing
-  returning id
-)
-select exists (select 1 from visible) as visible, exists (select 1 from busy) as busy,
-  exists (select 1 from inserted) as inserted
-"""
 INSERT_ASSISTANT_MESSAGE_SQL = """
 insert into public.message
   (id, chat_id, assistant_id, role, content, status, parent_message_id, metadata, handoff_event_id)
 values (%s, %s, %s, 'assistant', %s, %s, %s, %s, %s)
 """
-INSERT_JOB_SQL = """
-insert into public.job_runs
-  (chat_id, assistant_id, root_message_id, status, event_name, idempotency_key, payload)
-values (%s, %s, %s, 'queued', %s, %s, %s)
+# The turn's quick job becomes its background job: the event (id = the key) goes out next.
+HAND_OFF_JOB_SQL = """
+update public.job_runs
+set status = 'queued', kind = 'handoff', root_message_id = %s, payload = %s, updated_at = now()
+where idempotency_key = %s and status = 'processing' and kind = 'quick'
+"""
+COMPLETE_QUICK_JOB_SQL = """
+update public.job_runs set status = 'completed', updated_at = now()
+where idempotency_key = %s and status = 'processing' and kind = 'quick'
 """
 MARK_EVENT_SENT_SQL = """
 update public.job_runs set event_sent_at = now(), updated_at = now()
@@ -83,7 +69,7 @@ CLAIM_JOB_SQL = """
 update public.job_runs
 set status = 'processing', run_id = %(run_id)s, attempt = attempt + 1, error = null,
     event_sent_at = coalesce(event_sent_at, now()), updated_at = now()
-where idempotency_key = %(key)s
+where idempotency_key = %(key)s and kind <> 'quick'
   and (status in ('queued', 'error')
        or (status = 'processing'
            and (run_id = %(run_id)s or updated_at < now() - make_interval(secs => %(lease_s)s))))
@@ -149,32 +135,6 @@ async def user_transaction(pool: Pool, claims: dict[str, Any]) -> AsyncIterator[
         yield conn
 
 
-async def start_user_turn(
-    pool: Pool,
-    claims: dict[str, Any],
-    *,
-    chat_id: ChatId,
-    assistant_id: str,
-    message_id: MessageId,
-    content: str,
-) -> None:
-    """Check the chat is the user's and idle, and store the user's message, under RLS."""
-    params = {
-        "chat_id": chat_id,
-        "assistant_id": assistant_id,
-        "message_id": message_id,
-        "content": content,
-    }
-    async with user_transaction(pool, claims) as conn:
-        row = await (await conn.execute(START_USER_TURN_SQL, params)).fetchone()
-    if row is None or not row["visible"]:
-        raise ChatNotFound(chat_id)
-    if row["busy"]:
-        raise JobAlreadyActive(chat_id)
-    if not row["inserted"]:
-        raise DuplicateMessage(message_id)
-
-
 async def insert_assistant_message(
     conn: Conn,
     *,
@@ -202,19 +162,14 @@ async def insert_assistant_message(
     )
 
 
-async def insert_job(
-    conn: Conn,
-    *,
-    chat_id: ChatId,
-    assistant_id: str,
-    root_message_id: MessageId,
-    idempotency_key: str,
-    payload: dict[str, Any],
+async def hand_off_job(
+    conn: Conn, *, idempotency_key: str, root_message_id: MessageId, payload: dict[str, Any]
 ) -> None:
-    await conn.execute(
-        INSERT_JOB_SQL,
-        (chat_id, assistant_id, root_message_id, HANDOFF_EVENT, idempotency_key, Jsonb(payload)),
-    )
+    await conn.execute(HAND_OFF_JOB_SQL, (root_message_id, Jsonb(payload), idempotency_key))
+
+
+async def complete_quick_job(conn: Conn, idempotency_key: str) -> None:
+    await conn.execute(COMPLETE_QUICK_JOB_SQL, (idempotency_key,))
 
 
 async def mark_events_sent(pool: Pool, idempotency_keys: list[str]) -> None:
@@ -233,6 +188,22 @@ async def unsent_jobs(pool: Pool, *, older_than_s: float, limit: int) -> list[Un
     async with pool.connection() as conn:
         rows = await (
             await conn.execute(UNSENT_JOBS_SQL, {"older_than_s": older_than_s, "limit": limit})
+        ).fetchall()
+    return [UnsentJob(r["idempotency_key"], r["payload"]) for r in rows]
+
+
+UNSENT_JOBS_OF_CHAT_SQL = """
+select idempotency_key, payload from public.job_runs
+where chat_id = %s and assistant_id = %s and status = 'queued' and event_sent_at is null
+  and kind = 'turn'
+"""
+
+
+async def unsent_jobs_of(pool: Pool, chat_id: ChatId, assistant_id: str) -> list[UnsentJob]:
+    """The chat's turns that waited, took the slot when the job ahead ended, and were not sent."""
+    async with pool.connection() as conn:
+        rows = await (
+            await conn.execute(UNSENT_JOBS_OF_CHAT_SQL, (chat_id, assistant_id))
         ).fetchall()
     return [UnsentJob(r["idempotency_key"], r["payload"]) for r in rows]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import inngest
@@ -29,6 +29,11 @@ class HandoffPayload(BaseModel):
     root_message_id: UUID
     checkpoint_id: str
     model_spec: dict[str, Any] = Field(alias="modelConfig")
+    # `handoff`: resume the paused checkpoint. `turn`: a message that waited behind another
+    # job; the background runs its whole turn, from the user's message on.
+    kind: Literal["handoff", "turn"] = "handoff"
+    user_message_id: UUID | None = None
+    content: str | None = None
 
     def to_data(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

@@ -14,6 +14,7 @@ from typing import Any
 from infra.chat_store import (
     CHAT_VISIBLE_SQL,
     DELETE_DRAFT_SQL,
+    SERVICE_ROLE_SQL,
     ChatId,
     ChatNotFound,
     MessageId,
@@ -45,7 +46,8 @@ returning id
 @dataclass(frozen=True)
 class CanceledJob:
     idempotency_key: str
-    message_id: MessageId
+    # None for a turn still on its quick path: that path stores its own reply as canceled.
+    message_id: MessageId | None
 
 
 async def cancel_active_job(
@@ -59,11 +61,17 @@ async def cancel_active_job(
     async with user_transaction(pool, claims) as conn:
         if await (await conn.execute(CHAT_VISIBLE_SQL, (chat_id,))).fetchone() is None:
             raise ChatNotFound(chat_id)
-        await conn.execute("reset role")
-        row = await (await conn.execute(CANCEL_JOB_SQL, (chat_id, assistant_id))).fetchone()
-        if row is None:
-            return None
-        message_id = MessageId(row["root_message_id"])
+        await conn.execute(SERVICE_ROLE_SQL)
+        return await cancel_job_in(conn, chat_id, assistant_id)
+
+
+async def cancel_job_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJob | None:
+    """Cancel the active job of the chat and assistant within `conn`'s transaction."""
+    row = await (await conn.execute(CANCEL_JOB_SQL, (chat_id, assistant_id))).fetchone()
+    if row is None:
+        return None
+    message_id = row["root_message_id"]
+    if message_id is not None:
         await conn.execute(CANCEL_MESSAGE_SQL, (message_id,))
         await conn.execute(DELETE_DRAFT_SQL, (message_id,))
     return CanceledJob(row["idempotency_key"], message_id)

@@ -36,6 +36,9 @@ class Settings(BaseSettings):
     draft_interval_ms: int = Field(default=250, ge=0)
     draft_max_bytes: int = Field(default=2048, gt=0)
     db_pool_max_size: int = Field(default=10, gt=0)
+    # A turn whose quick path has held its chat's slot this long is taken for dead (its process
+    # stopped mid-stream), so the chat is not blocked for good.
+    turn_lease_s: float = Field(default=300.0, gt=0)
     # A job whose run showed no progress for this long may be taken over by a replay.
     job_lease_s: float = Field(default=900.0, gt=0)
     # A tool call that needs approval waits this long for the user's answer (Inngest counts

@@ -5,11 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-import psycopg
 from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from agent.threads import thread_config, thread_key
+from infra.db import connect
 from tests.support import Stack, create_user_with_chat, durable_messages, running_stack, token_for
 
 
@@ -41,7 +41,7 @@ def said(messages: list[BaseMessage]) -> list[str]:
 
 
 async def messages_at(database_url: str, chat_id: uuid.UUID, checkpoint_id: str) -> list[str]:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+    async with await connect(database_url) as conn:
         found = await AsyncPostgresSaver(conn).aget_tuple(
             thread_config(thread_key(chat_id), checkpoint_id=checkpoint_id)
         )

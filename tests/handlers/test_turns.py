@@ -69,7 +69,10 @@ async def test_plain_message_finishes_on_the_quick_path(database_url: str) -> No
         assert done["content"] == 'You said: "hello there"'
         assert "".join(d["text"] for n, d in events if n == "token") == done["content"]
         assert stack.executor.runs() == []
-    assert await fetch(database_url, "select * from job_runs") == []
+    # The turn held the chat's slot while it streamed, and let go of it: nothing went to the
+    # background.
+    [job] = await fetch(database_url, "select * from job_runs")
+    assert (job["kind"], job["status"], job["event_sent_at"]) == ("quick", "completed", None)
     rows = await fetch(
         database_url, "select id, role, status, content from message order by created_at"
     )

@@ -210,7 +210,9 @@ async def _conclude(
         "select id, status, content from message where role = 'assistant' order by created_at",
     )
     seen.jobs = await fetch(
-        database_url, "select id, status, root_message_id, idempotency_key from job_runs"
+        database_url,
+        "select id, status, root_message_id, idempotency_key from job_runs"
+        " where kind <> 'quick'",  # background jobs only
     )
     seen.history = await durable_messages(database_url, chat_id)
     expected = [uuid.UUID(events[0][1]["assistantMessageId"]) for events in seen.turns]

@@ -96,7 +96,12 @@ async def turn_figures(
         "select status, content from message where chat_id = %s and role = 'assistant'",
         chat_id,
     )
-    jobs = await fetch(database_url, "select status from job_runs where chat_id = %s", chat_id)
+    # Background jobs: a turn that finished on the quick path held a `quick` job, not one of them.
+    jobs = await fetch(
+        database_url,
+        "select status from job_runs where chat_id = %s and kind <> 'quick'",
+        chat_id,
+    )
     messages = await durable_messages(database_url, chat_id)
     answers = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
     executions = await fetch(
@@ -271,7 +276,9 @@ async def outbox_resend(databases: Databases) -> list[Figures]:
                 token_for(user_id), {"chatId": str(chat_id), "content": PARALLEL_TEXT}
             )
             handoff_event_id(events)
-            unsent = await fetch(url, "select 1 from job_runs where event_sent_at is null")
+            unsent = await fetch(
+                url, "select 1 from job_runs where event_sent_at is null and kind <> 'quick'"
+            )
             relay = f"{stack.settings.inngest_app_id}-outbox-relay"
             stack.executor.fire(relay)
             await stack.executor.wait_idle(RUN_TIMEOUT_S)
