@@ -23,7 +23,8 @@ from agent.graph import (
     stream_agent_text,
     unanswered_calls_closed,
 )
-from agent.snapshot import APOLOGY, INTERRUPTED, render_agent_snapshot
+from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, INTERRUPTED, render_agent_snapshot
+from agent.state import checkpoint_schema, readable_schema
 from agent.threads import ThreadId, thread_config
 from infra import branches, chat_store
 from infra.branches import Edit
@@ -101,6 +102,10 @@ class Interrupted(RuntimeError):
     """The turn lost its chat's slot (a cancel, or a message sent with `interrupt`)."""
 
 
+class IncompatibleCheckpoint(RuntimeError):
+    """The thread's checkpoint was written by a schema version this build cannot read."""
+
+
 async def run_turn(
     turn: Turn,
     services: Services,
@@ -128,6 +133,10 @@ async def run_turn(
             return  # handed off: the job goes on in the background
     except Interrupted:
         await emit("error", {"code": "interrupted", "message": INTERRUPTED})
+    except IncompatibleCheckpoint:
+        logger.exception("checkpoint from an incompatible version", extra=turn.log)
+        await _record_failure(turn, services, INCOMPATIBLE_VERSION)
+        await emit("error", {"code": "incompatible_version", "message": INCOMPATIBLE_VERSION})
     except Exception:
         logger.exception("quick path failed", extra=turn.log)
         await _record_failure(turn, services)
@@ -153,6 +162,9 @@ async def _stream_and_persist(
     config = thread_config(turn.thread_id)
     config["run_id"] = uuid.UUID(turn.run_id)
     before = await graph.aget_state(config)
+    version = checkpoint_schema(before.metadata)
+    if not readable_schema(version):
+        raise IncompatibleCheckpoint(f"the thread's checkpoint has schema version {version}")
     # Calls a canceled job never ran are answered first: a model must see every call answered.
     message = HumanMessage(content=turn.content, id=str(turn.user_message_id))
     opening: list[AnyMessage] = [
@@ -269,15 +281,15 @@ async def _record_checkpoints(
     )
 
 
-async def _record_failure(turn: Turn, services: Services) -> None:
+async def _record_failure(turn: Turn, services: Services, text: str = APOLOGY) -> None:
     """The user's message stays; an assistant message in `error` says the turn failed, and the
     chat's slot is free again."""
     try:
         pool = await services.pool()
         async with pool.connection() as conn, conn.transaction():
-            await _insert_reply(conn, turn, APOLOGY, status="error")
+            await _insert_reply(conn, turn, text, status="error")
         await chat_store.fail_job(
-            pool, idempotency_key=turn.job_key, user_text=APOLOGY, error="quick path failed"
+            pool, idempotency_key=turn.job_key, user_text=text, error="quick path failed"
         )
     except Exception:
         logger.exception("could not record the failed turn", extra=turn.log)

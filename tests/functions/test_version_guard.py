@@ -74,3 +74,25 @@ async def test_every_checkpoint_records_the_version_that_wrote_it(database_url: 
     rows = await fetch(database_url, "select metadata from langgraph.checkpoints")
     assert len(rows) >= 4
     assert {row["metadata"].get("schema_version") for row in rows} == {SCHEMA_VERSION}
+
+
+async def test_a_new_message_on_an_unreadable_thread_gets_a_clear_error(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        await stack.respond(token, {"chatId": str(chat_id), "content": "hello"})
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            params = {"version": SCHEMA_VERSION + 1, "thread_id": thread_key(chat_id)}
+            await conn.execute(SET_VERSION_SQL, params)
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "and now?"})
+        assert [name for name, _ in events][-1] == "error"
+    assert events[-1][1] == {"code": "incompatible_version", "message": INCOMPATIBLE_VERSION}
+    assert not any(name == "token" for name, _ in events)
+    replies = await fetch(
+        database_url,
+        "select status, content from message where role = 'assistant' order by created_at",
+    )
+    assert replies[-1] == {"status": "error", "content": INCOMPATIBLE_VERSION}
+    # The chat is not blocked: the failed turn gave its slot back.
+    jobs = await fetch(database_url, "select status from job_runs order by created_at")
+    assert [j["status"] for j in jobs] == ["completed", "error"]
