@@ -11,68 +11,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import secrets
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-import httpx
 import psycopg
-from langchain_core.tools import BaseTool
 from starlette.types import ASGIApp
 
 from bench.floor import create_floor_app
-from handlers.app import create_app
-from infra.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
-from infra.settings import Settings
-from tests.support import JWT_SECRET, Stack
+from infra.local_inngest import serve_asgi
+from tests.support import running_stack
 
 IntakeWrapper = Callable[[ASGIApp], ASGIApp]
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@asynccontextmanager
-async def bench_stack(
-    database_url: str,
-    *,
-    tools: list[BaseTool] | None = None,
-    wrap_intake: IntakeWrapper | None = None,
-    **settings_overrides: Any,
-) -> AsyncIterator[Stack]:
-    """The real app under uvicorn and the local executor on loopback ports; zero-delay model."""
-    intake_sock, app_sock = loopback_socket(), loopback_socket()
-    signing_key = f"signkey-bench-{secrets.token_hex(32)}"
-    event_key = secrets.token_hex(16)
-    fields: dict[str, Any] = {
-        "database_url": database_url,
-        "supabase_jwt_secret": JWT_SECRET,
-        "inngest_base_url": socket_origin(intake_sock),
-        "inngest_signing_key": signing_key,
-        "inngest_event_key": event_key,
-        "scripted_token_delay_ms": 0,
-    }
-    settings = Settings.model_validate(fields | settings_overrides)
-    app = create_app(settings, tools=tools)
-    origin = socket_origin(app_sock)
-    executor = LocalInngest(
-        serve_url=f"{origin}/api/inngest",
-        signing_key=signing_key,
-        event_key=event_key,
-        functions=app.state.inngest_functions,
-        app_id=settings.inngest_app_id,
-        schedules=False,
-    )
-    intake = wrap_intake(executor.intake) if wrap_intake else executor.intake
-    async with (
-        executor,
-        serve_asgi(intake, intake_sock),
-        serve_asgi(app, app_sock),
-        httpx.AsyncClient(base_url=origin, timeout=60) as http,
-    ):
-        yield Stack(origin, app, settings, executor, http, database_url)
 
 
 async def create_chats(database_url: str, user_id: uuid.UUID, count: int) -> list[uuid.UUID]:
@@ -133,7 +86,7 @@ async def _serve(kind: str, database_url: str) -> None:
             print(json.dumps({"origin": origin}), flush=True)
             await until_stdin_closes()
         return
-    async with bench_stack(database_url) as stack:
+    async with running_stack(database_url) as stack:
         print(json.dumps({"origin": stack.origin}), flush=True)
         await until_stdin_closes()
         await stack.executor.wait_idle(timeout=60)

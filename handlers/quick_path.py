@@ -86,6 +86,16 @@ class Turn:
     def log(self) -> dict[str, str]:
         return {"chat_id": str(self.chat_id), "correlation_id": str(self.assistant_message_id)}
 
+    def metadata(self) -> dict[str, str]:
+        """The data of the stream's first event."""
+        return {
+            "chatId": str(self.chat_id),
+            "threadId": self.thread_id,
+            "userMessageId": str(self.user_message_id),
+            "assistantMessageId": str(self.assistant_message_id),
+            "runId": self.run_id,
+        }
+
     def handoff_payload(self, checkpoint_id: str | None) -> HandoffPayload:
         return HandoffPayload(
             chat_id=self.chat_id,
@@ -116,16 +126,7 @@ async def run_turn(
 ) -> None:
     """Stream the turn through `emit`. `history` may already be loading (the route starts it
     while it stores the user's message); without it, the turn loads it first."""
-    await emit(
-        "metadata",
-        {
-            "chatId": str(turn.chat_id),
-            "threadId": turn.thread_id,
-            "userMessageId": str(turn.user_message_id),
-            "assistantMessageId": str(turn.assistant_message_id),
-            "runId": turn.run_id,
-        },
-    )
+    await emit("metadata", turn.metadata())
     try:
         if history is None:
             history = load_history(services, turn.thread_id, turn.edit)

@@ -95,16 +95,7 @@ def new_turn(turn: Turn) -> turns.NewTurn:
 def _queued_response(turn: Turn) -> StreamingResponse:
     """A turn that waits behind the active job: its reply streams in the background later."""
     body = [
-        sse(
-            "metadata",
-            {
-                "chatId": str(turn.chat_id),
-                "threadId": turn.thread_id,
-                "userMessageId": str(turn.user_message_id),
-                "assistantMessageId": str(turn.assistant_message_id),
-                "runId": turn.run_id,
-            },
-        ),
+        sse("metadata", turn.metadata()),
         sse(
             "handoff",
             {

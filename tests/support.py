@@ -7,7 +7,7 @@ import json
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +20,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
+from starlette.types import ASGIApp
 
 from agent.threads import thread_config, thread_key
 from handlers.app import create_app
@@ -135,9 +136,15 @@ def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
 
 @asynccontextmanager
 async def running_stack(
-    database_url: str, *, tools: list[BaseTool] | None = None, **settings_overrides: Any
+    database_url: str,
+    *,
+    tools: list[BaseTool] | None = None,
+    wrap_intake: Callable[[ASGIApp], ASGIApp] | None = None,
+    **settings_overrides: Any,
 ) -> AsyncIterator[Stack]:
-    """The real app under uvicorn plus the local Inngest executor, on loopback ports."""
+    """The real app under uvicorn plus the local Inngest executor, on loopback ports.
+
+    `wrap_intake` wraps the executor's event intake (a bench times when events arrive)."""
     intake_sock, app_sock = loopback_socket(), loopback_socket()
     signing_key = f"signkey-test-{secrets.token_hex(32)}"
     event_key = secrets.token_hex(16)
@@ -162,9 +169,10 @@ async def running_stack(
         # Cron functions (the outbox relay) run when a test fires them, not on the clock.
         schedules=False,
     )
+    intake = wrap_intake(executor.intake) if wrap_intake else executor.intake
     async with (
         executor,
-        executor.serve_intake(intake_sock),
+        serve_asgi(intake, intake_sock),
         serve_asgi(app, app_sock),
         httpx.AsyncClient(base_url=origin, timeout=30) as http,
     ):
