@@ -15,6 +15,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
+from starlette.types import Receive, Scope, Send
 
 from agent.model import model_config
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
@@ -214,4 +215,24 @@ async def respond(
         while (item := await queue.get()) is not None:
             yield item
 
-    return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
+    return TurnResponse(stream(), turn=task)
+
+
+class TurnResponse(StreamingResponse):
+    """The SSE stream of a turn, whose request lasts until the turn's work is done.
+
+    A client that hangs up ends the stream early, but the request itself still waits for the
+    turn to be stored and handed off: on Lambda, the end of the request is when the platform may
+    freeze the process, and a turn frozen half-way would wait for the next invocation, or for
+    ever.
+    """
+
+    def __init__(self, content: AsyncIterator[bytes], *, turn: asyncio.Task[None]) -> None:
+        super().__init__(content, media_type="text/event-stream", headers=SSE_HEADERS)
+        self.turn = turn
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await asyncio.wait({self.turn})
