@@ -293,16 +293,17 @@ def create_tool_handoff(
                     memory, durable_saver(conn), thread_id, known=known
                 )
                 if opening and payload.user_message_id is not None:
-                    await branches.record_turn(
+                    reply_id = chat_store.MessageId(payload.root_message_id)
+                    branch = await branches.mark_user_message(
                         conn,
                         chat_id=chat_store.ChatId(payload.chat_id),
                         assistant_id=payload.assistant_id,
-                        user_message_id=chat_store.MessageId(payload.user_message_id),
-                        assistant_message_id=chat_store.MessageId(payload.root_message_id),
+                        message_id=chat_store.MessageId(payload.user_message_id),
+                        reply_id=reply_id,
                         base_checkpoint_id=known,
-                        head_checkpoint_id=head,
                         edit=None,
                     )
+                    await branches.mark_reply(conn, reply_id, branches.reply_marks(head, branch))
             return plan_from(state)
 
         async def stream_round(

@@ -32,7 +32,6 @@ from infra.chat_store import ChatId, MessageId, ReplyStatus, UserId
 from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.db import Conn
 from infra.events import EventSender, HandoffPayload, send_handoff
-from infra.job_control import hold_job
 from infra.runtime import Services
 from infra.turns import send_queued_turns
 
@@ -112,6 +111,10 @@ class Interrupted(RuntimeError):
     """The turn lost its chat's slot (a cancel, or a message sent with `interrupt`)."""
 
 
+class _SlotLost(RuntimeError):
+    """Raised inside the persisting transaction to roll it back."""
+
+
 class IncompatibleCheckpoint(RuntimeError):
     """The thread's checkpoint was written by a schema version this build cannot read."""
 
@@ -179,18 +182,15 @@ async def _stream_and_persist(
     state = await graph.aget_state(config)
     text = render_agent_snapshot(state_values(state)).text
     handing_off = TOOLS_NODE in state.next
-    head: str | None = None
-    async with pool.connection() as conn, conn.transaction():
-        # The turn's writes land only while it still holds the chat's slot.
-        held = await hold_job(conn, turn.job_key, turn.run_id)
-        if held:
+    try:
+        async with pool.connection() as conn, conn.transaction():
             head = await _persist(conn, turn, memory, known, text, handing_off)
-    if not held:
+    except _SlotLost:
         # Canceled, or another message took over: the user keeps what they saw, the thread
         # gets nothing of this turn.
         async with pool.connection() as conn:
             await _insert_reply(conn, turn, "".join(streamed), status="canceled")
-        raise Interrupted
+        raise Interrupted from None
     if not handing_off:
         await emit(
             "done",
@@ -228,21 +228,43 @@ async def _persist(
     text: str,
     handing_off: bool,
 ) -> str | None:
-    """The turn's checkpoints, reply and job, in the caller's transaction; the head checkpoint."""
+    """The turn's checkpoints, reply and job, in the caller's transaction; the head checkpoint.
+
+    The job's update comes last and is the fence: it changes nothing when the turn lost the
+    chat's slot, and then _SlotLost rolls all of this back. A cancel that came first has
+    committed by then (the update waits for its row lock), so nothing lands after one.
+    """
     head = await copy_new_checkpoints(memory, durable_saver(conn), turn.thread_id, known=known)
+    branch = await branches.mark_user_message(
+        conn,
+        chat_id=turn.chat_id,
+        assistant_id=turn.assistant_id,
+        message_id=turn.user_message_id,
+        reply_id=turn.assistant_message_id,
+        base_checkpoint_id=known,
+        edit=turn.edit,
+    )
     status: ReplyStatus = "queued" if handing_off else "completed"
-    handoff_id = turn.job_key if handing_off else None
-    await _insert_reply(conn, turn, text, status=status, handoff_event_id=handoff_id)
-    await _record_checkpoints(conn, turn, base=known, head=head)
+    await _insert_reply(
+        conn,
+        turn,
+        text,
+        status=status,
+        handoff_event_id=turn.job_key if handing_off else None,
+        marks=branches.reply_marks(head, branch),
+    )
     if handing_off:
-        await chat_store.hand_off_job(
+        held = await chat_store.hand_off_job(
             conn,
             idempotency_key=turn.job_key,
+            run_id=turn.run_id,
             root_message_id=turn.assistant_message_id,
             payload=turn.handoff_payload(head).to_data(),
         )
     else:
-        await chat_store.complete_quick_job(conn, turn.job_key)
+        held = await chat_store.complete_quick_job(conn, turn.job_key, turn.run_id)
+    if not held:
+        raise _SlotLost
     return head
 
 
@@ -253,6 +275,7 @@ async def _insert_reply(
     *,
     status: ReplyStatus,
     handoff_event_id: str | None = None,
+    marks: dict[str, Any] | None = None,
 ) -> None:
     await chat_store.insert_assistant_message(
         conn,
@@ -262,23 +285,8 @@ async def _insert_reply(
         content=text,
         status=status,
         parent_id=turn.user_message_id,
-        metadata={"model": turn.model_spec.get("model"), "runId": turn.run_id},
+        metadata={"model": turn.model_spec.get("model"), "runId": turn.run_id, **(marks or {})},
         handoff_event_id=handoff_event_id,
-    )
-
-
-async def _record_checkpoints(
-    conn: Conn, turn: Turn, *, base: str | None, head: str | None
-) -> None:
-    await branches.record_turn(
-        conn,
-        chat_id=turn.chat_id,
-        assistant_id=turn.assistant_id,
-        user_message_id=turn.user_message_id,
-        assistant_message_id=turn.assistant_message_id,
-        base_checkpoint_id=base,
-        head_checkpoint_id=head,
-        edit=turn.edit,
     )
 
 

@@ -28,14 +28,22 @@ select created_at, metadata from public.message
 where id = %(message_id)s and chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
   and role = 'user'
 """
-CURRENT_BRANCH_SQL = """
-select coalesce(metadata ->> 'branchId', 'main') as branch from public.message
-where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s and id <> all(%(keep)s)
-  and not coalesce((metadata ->> 'stale')::boolean, false)
-order by created_at desc
-limit 1
+# A turn that is no edit stays on the branch of the thread's latest live turn.
+MARK_USER_MESSAGE_SQL = """
+update public.message m
+set metadata = m.metadata || %(marks)s::jsonb || jsonb_build_object('branchId', coalesce(
+      %(branch)s,
+      (select p.metadata ->> 'branchId' from public.message p
+       where p.chat_id = m.chat_id and p.assistant_id = m.assistant_id and p.id <> m.id
+         and p.metadata ? 'branchId' and not coalesce((p.metadata ->> 'stale')::boolean, false)
+       order by p.created_at desc
+       limit 1),
+      'main')),
+    updated_at = now()
+where m.id = %(message_id)s
+returning m.metadata ->> 'branchId' as branch
 """
-MARK_TURN_SQL = """
+MARK_REPLY_SQL = """
 update public.message
 set metadata = metadata || %(marks)s::jsonb, updated_at = now()
 where id = %(message_id)s
@@ -85,41 +93,42 @@ async def edit_target(
     return Edit(MessageId(message_id), row["metadata"]["checkpointId"], row["created_at"])
 
 
-async def record_turn(
+async def mark_user_message(
     conn: Conn,
     *,
     chat_id: ChatId,
     assistant_id: str,
-    user_message_id: MessageId,
-    assistant_message_id: MessageId,
+    message_id: MessageId,
+    reply_id: MessageId,
     base_checkpoint_id: str | None,
-    head_checkpoint_id: str | None,
     edit: Edit | None,
-) -> None:
-    """Mark both messages of a turn with their checkpoints and branch; an edit also marks the
-    old branch stale. Runs in the transaction that stores the turn's checkpoints."""
-    keep = [user_message_id, assistant_message_id]
-    if edit is None:
-        params = {"chat_id": chat_id, "assistant_id": assistant_id, "keep": keep}
-        row = await (await conn.execute(CURRENT_BRANCH_SQL, params)).fetchone()
-        branch = row["branch"] if row else MAIN_BRANCH
-        user_marks: dict[str, Any] = {"checkpointId": base_checkpoint_id, "branchId": branch}
-    else:
-        branch = str(user_message_id)
-        user_marks = {
-            "checkpointId": base_checkpoint_id,
-            "branchId": branch,
-            "editOf": str(edit.message_id),
+) -> str:
+    """Record where the turn of `message_id` began and on which branch; returns the branch. An
+    edit opens a branch of its own and marks the old one stale. Runs in the transaction that
+    stores the turn's checkpoints; its reply carries `reply_marks`."""
+    marks: dict[str, Any] = {"checkpointId": base_checkpoint_id}
+    branch = None
+    if edit is not None:
+        branch = str(message_id)
+        marks["editOf"] = str(edit.message_id)
+        stale = {
+            "chat_id": chat_id,
+            "assistant_id": assistant_id,
+            "since": edit.since,
+            "keep": [message_id, reply_id],
         }
-        await conn.execute(
-            MARK_STALE_SQL,
-            {"chat_id": chat_id, "assistant_id": assistant_id, "since": edit.since, "keep": keep},
-        )
-    await conn.execute(MARK_TURN_SQL, {"message_id": user_message_id, "marks": Jsonb(user_marks)})
-    reply_marks = {"checkpointId": head_checkpoint_id, "branchId": branch}
-    await conn.execute(
-        MARK_TURN_SQL, {"message_id": assistant_message_id, "marks": Jsonb(reply_marks)}
-    )
+        await conn.execute(MARK_STALE_SQL, stale)
+    params = {"message_id": message_id, "marks": Jsonb(marks), "branch": branch}
+    row = await (await conn.execute(MARK_USER_MESSAGE_SQL, params)).fetchone()
+    return str(row["branch"]) if row else MAIN_BRANCH
+
+
+def reply_marks(head_checkpoint_id: str | None, branch: str) -> dict[str, Any]:
+    return {"checkpointId": head_checkpoint_id, "branchId": branch}
+
+
+async def mark_reply(conn: Conn, message_id: MessageId, marks: dict[str, Any]) -> None:
+    await conn.execute(MARK_REPLY_SQL, {"message_id": message_id, "marks": Jsonb(marks)})
 
 
 async def history(

@@ -38,14 +38,18 @@ insert into public.message
 values (%s, %s, %s, 'assistant', %s, %s, %s, %s, %s)
 """
 # The turn's quick job becomes its background job: the event (id = the key) goes out next.
+# Both only while the turn still holds its slot (the cancel of another request may have ended
+# it): the caller rolls its transaction back when they change nothing.
 HAND_OFF_JOB_SQL = """
 update public.job_runs
 set status = 'queued', kind = 'handoff', root_message_id = %s, payload = %s, updated_at = now()
-where idempotency_key = %s and status = 'processing' and kind = 'quick'
+where idempotency_key = %s and run_id = %s and status = 'processing' and kind = 'quick'
+returning id
 """
 COMPLETE_QUICK_JOB_SQL = """
 update public.job_runs set status = 'completed', updated_at = now()
-where idempotency_key = %s and status = 'processing' and kind = 'quick'
+where idempotency_key = %s and run_id = %s and status = 'processing' and kind = 'quick'
+returning id
 """
 MARK_EVENT_SENT_SQL = """
 update public.job_runs set event_sent_at = now(), updated_at = now()
@@ -163,13 +167,22 @@ async def insert_assistant_message(
 
 
 async def hand_off_job(
-    conn: Conn, *, idempotency_key: str, root_message_id: MessageId, payload: dict[str, Any]
-) -> None:
-    await conn.execute(HAND_OFF_JOB_SQL, (root_message_id, Jsonb(payload), idempotency_key))
+    conn: Conn,
+    *,
+    idempotency_key: str,
+    run_id: str,
+    root_message_id: MessageId,
+    payload: dict[str, Any],
+) -> bool:
+    """The turn's job continues in the background; False when the turn lost its slot."""
+    params = (root_message_id, Jsonb(payload), idempotency_key, run_id)
+    return await (await conn.execute(HAND_OFF_JOB_SQL, params)).fetchone() is not None
 
 
-async def complete_quick_job(conn: Conn, idempotency_key: str) -> None:
-    await conn.execute(COMPLETE_QUICK_JOB_SQL, (idempotency_key,))
+async def complete_quick_job(conn: Conn, idempotency_key: str, run_id: str) -> bool:
+    """The turn ended on the quick path; False when it lost its slot."""
+    params = (idempotency_key, run_id)
+    return await (await conn.execute(COMPLETE_QUICK_JOB_SQL, params)).fetchone() is not None
 
 
 async def mark_events_sent(pool: Pool, idempotency_keys: list[str]) -> None:

@@ -15,6 +15,7 @@ ordered by the database. The second one, by its strategy:
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -50,12 +51,14 @@ update public.job_runs set status = 'error', error = 'the quick path stopped', u
 where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s and kind = 'quick'
   and status = 'processing' and updated_at < now() - make_interval(secs => %(lease_s)s)
 """
-# Waits for a concurrent taker to commit, then takes the slot or finds it taken.
+# Waits for a concurrent taker to commit, then takes the slot or finds it taken. Runs before
+# the chat is known to be the caller's: if it is not, the transaction rolls this back.
 TAKE_SLOT_SQL = """
 insert into public.job_runs
   (chat_id, assistant_id, status, kind, event_name, idempotency_key, run_id, payload)
-values (%(chat_id)s, %(assistant_id)s, 'processing', 'quick', %(event)s, %(key)s, %(run_id)s,
-        '{}'::jsonb)
+select %(chat_id)s, %(assistant_id)s, 'processing', 'quick', %(event)s, %(key)s, %(run_id)s,
+       '{}'::jsonb
+where exists (select 1 from public.chat where id = %(chat_id)s)
 on conflict (chat_id, assistant_id) where status in ('queued', 'processing') do nothing
 returning id
 """
@@ -89,8 +92,14 @@ class NewTurn:
 async def start_turn(
     pool: Pool, claims: dict[str, Any], turn: NewTurn, *, strategy: Strategy, lease_s: float
 ) -> Slot:
-    """Store the user's message and take the chat's slot, or wait for it, as `strategy` says."""
-    async with chat_store.user_transaction(pool, claims) as conn:
+    """Store the user's message and take the chat's slot, or wait for it, as `strategy` says.
+
+    The common case costs one statement more than storing the message: the slot is free.
+    """
+    async with pool.connection() as conn, conn.transaction():
+        took = await _take_slot(conn, turn)
+        # The user's part, under RLS: unless the chat is theirs, all of this rolls back.
+        await conn.execute(chat_store.SET_REQUEST_SQL, (json.dumps(claims),))
         params = {
             "chat_id": turn.chat_id,
             "assistant_id": turn.assistant_id,
@@ -102,13 +111,13 @@ async def start_turn(
             raise ChatNotFound(turn.chat_id)
         if not row["inserted"]:
             raise DuplicateMessage(turn.message_id)
+        if took:
+            return Slot(queued=False)
         # The Data API roles cannot write jobs: the rest is the service's.
         await conn.execute(chat_store.SERVICE_ROLE_SQL)
-        await conn.execute(
-            EXPIRE_QUICK_SQL,
-            {"chat_id": turn.chat_id, "assistant_id": turn.assistant_id, "lease_s": lease_s},
-        )
-        if await _take_slot(conn, turn):
+        scope = {"chat_id": turn.chat_id, "assistant_id": turn.assistant_id, "lease_s": lease_s}
+        expired = await conn.execute(EXPIRE_QUICK_SQL, scope)
+        if expired.rowcount and await _take_slot(conn, turn):
             return Slot(queued=False)
         if strategy == "enqueue":
             await _wait(conn, turn)
