@@ -24,11 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNTIME_VENV = ROOT / ".bench" / "runtime"
 SIGNING_KEY = "signkey-prod-" + "0" * 64
 
-# The top-level modules of the runtime dependencies (pyproject.toml), all at once.
+# The runtime dependencies (pyproject.toml), all at once. Namespace packages (langgraph,
+# langchain_core) import next to nothing by their name: their working modules are named.
 EVERY_DEPENDENCY = (
     "boto3, fastapi, httpx, inngest, inngest.fast_api, jcs, jwt, langchain, "
-    "langchain.chat_models, langchain_core, langgraph, langgraph.checkpoint.postgres.aio, "
-    "mangum, psycopg, psycopg_pool, pydantic, pydantic_settings, supabase, uvicorn"
+    "langchain.chat_models, langchain_core.messages, langchain_core.runnables, "
+    "langchain_core.tools, langgraph.graph, langgraph.prebuilt, "
+    "langgraph.checkpoint.postgres.aio, mangum, psycopg, psycopg_pool, pydantic, "
+    "pydantic_settings, supabase, uvicorn"
 )
 CASES = {
     "respond entry (handlers.lambda_respond)": "import handlers.lambda_respond",

@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi.routing import APIRoute
 
+from handlers.app import create_app
 from infra.lambda_package import UNZIPPED_LIMIT_BYTES
+from infra.settings import Settings
 from tests.deploy.stack import (
     REGION,
     STAGE,
@@ -60,6 +63,22 @@ def test_respond_streams_through_a_public_function_url(deployment: Deployment) -
         if p["Properties"]["FunctionName"] == {"Fn::GetAtt": ["RespondLambdaFunction", "Arn"]}
     }
     assert grants == {("lambda:InvokeFunctionUrl", "NONE"), ("lambda:InvokeFunction", None)}
+
+
+def test_the_browser_may_call_every_route_of_the_respond_function(
+    deployment: Deployment,
+) -> None:
+    (url,) = deployment.of_type("AWS::Lambda::Url").values()
+    cors = url["Properties"]["Cors"]
+    app = create_app(Settings(), serve_inngest=False)
+    methods = {
+        method
+        for route in app.routes
+        if isinstance(route, APIRoute) and route.path.startswith("/api/")
+        for method in route.methods or ()
+    }
+    assert methods <= set(cors["AllowMethods"]), methods
+    assert {"Authorization", "Content-Type"} <= set(cors["AllowHeaders"])
 
 
 def test_respond_runs_uvicorn_behind_the_web_adapter(deployment: Deployment) -> None:
