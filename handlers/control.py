@@ -16,7 +16,7 @@ from handlers.deps import CurrentUser, ServicesDep
 from handlers.respond import ERROR_RESPONSES
 from infra.approvals import record_decision
 from infra.chat_store import ChatId
-from infra.events import APPROVAL_EVENT, CANCEL_EVENT
+from infra.events import APPROVAL_EVENT, send_cancel
 from infra.job_control import cancel_active_job
 from infra.turns import send_queued_turns
 
@@ -65,16 +65,9 @@ async def cancel(
     events = request.app.state.events
     # A turn still on its quick path has no run to stop: it finds its slot gone and stops.
     if canceled.message_id is not None:
-        data = {
-            "chatId": str(chat_id),
-            "assistantId": assistant_id,
-            "messageId": str(canceled.message_id),
-        }
-        try:
-            await events.send(inngest.Event(name=CANCEL_EVENT, data=data))
-        except Exception:
-            # The job already ended in the database: the run stops at its next write instead.
-            logger.exception("chat/cancel not sent", extra={"chat_id": str(chat_id)})
+        await send_cancel(
+            events, chat_id=chat_id, assistant_id=assistant_id, message_id=canceled.message_id
+        )
     await send_queued_turns(await services.pool(), events, ChatId(chat_id), assistant_id)
     return CancelResponse(canceled=True, assistant_message_id=canceled.message_id)
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 from uuid import UUID
 
-import inngest
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -24,10 +22,8 @@ from handlers.errors import ApiError, ErrorBody
 from handlers.quick_path import Turn, load_history, run_turn
 from infra import branches, turns
 from infra.chat_store import ChatId, MessageId
-from infra.events import CANCEL_EVENT
+from infra.events import send_cancel
 from infra.turns import Strategy
-
-logger = logging.getLogger(__name__)
 
 router = APIRouter()
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -114,19 +110,6 @@ def _queued_response(turn: Turn) -> StreamingResponse:
     return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
-async def _stop_background_job(request: Request, turn: Turn, message_id: MessageId) -> None:
-    data = {
-        "chatId": str(turn.chat_id),
-        "assistantId": turn.assistant_id,
-        "messageId": str(message_id),
-    }
-    try:
-        await request.app.state.events.send(inngest.Event(name=CANCEL_EVENT, data=data))
-    except Exception:
-        # The job already ended in the database: its run stops at its next write instead.
-        logger.exception("chat/cancel not sent", extra=turn.log)
-
-
 def sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
@@ -193,7 +176,14 @@ async def respond(
     state = request.app.state
     if slot.interrupted is not None and slot.interrupted.message_id is not None:
         # Not awaited: the new turn's first token does not wait for the old run's stop.
-        stop = asyncio.create_task(_stop_background_job(request, turn, slot.interrupted.message_id))
+        stop = asyncio.create_task(
+            send_cancel(
+                state.events,
+                chat_id=turn.chat_id,
+                assistant_id=turn.assistant_id,
+                message_id=slot.interrupted.message_id,
+            )
+        )
         state.turns.add(stop)
         stop.add_done_callback(state.turns.discard)
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import inngest
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
+
+logger = logging.getLogger(__name__)
 
 HANDOFF_EVENT = "chat/tool_handoff"
 # data: {chatId, assistantId, messageId}: the run whose job has that root message stops.
@@ -46,3 +49,15 @@ class EventSender(Protocol):
 async def send_handoff(sender: EventSender, event_id: str, payload: HandoffPayload) -> None:
     """`id` = the job's idempotency key: Inngest drops a re-send of the same id."""
     await sender.send(inngest.Event(id=event_id, name=HANDOFF_EVENT, data=payload.to_data()))
+
+
+async def send_cancel(
+    sender: EventSender, *, chat_id: UUID, assistant_id: str, message_id: UUID
+) -> None:
+    """Stop the run of the job whose reply is `message_id`. The job already ended in the
+    database, so a failed send only means the run stops at its next write instead: logged."""
+    data = {"chatId": str(chat_id), "assistantId": assistant_id, "messageId": str(message_id)}
+    try:
+        await sender.send(inngest.Event(name=CANCEL_EVENT, data=data))
+    except Exception:
+        logger.exception("chat/cancel not sent", extra={"chat_id": str(chat_id)})
