@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
+from bench.stats import Table
 from tests.databases import fresh_database, migrated_template, resolve_server_url
 from tests.pg_servers import restartable_postgres
 from tests.reliability.db_fault_scenarios import pgbouncer_run, postgres_restart_run
@@ -54,31 +55,19 @@ HEADER = ("scenario", "runs", "final msgs", "dups", "lost", "max exec/call", "p5
 
 
 def render(rows: Sequence[Row]) -> str:
-    lines = [HEADER]
+    table = Table("Reliability", HEADER)
     for r in rows:
         p50 = statistics.median(r.seconds) if r.seconds else float("nan")
-        lines.append(
-            (
-                r.scenario,
-                str(r.runs),
-                str(r.final_messages),
-                str(r.duplicates),
-                str(r.lost + len(r.failures)),
-                str(r.max_executions) if r.max_executions else "-",
-                f"{p50:.2f}",
-            )
+        table.add(
+            r.scenario,
+            r.runs,
+            r.final_messages,
+            r.duplicates,
+            r.lost + len(r.failures),
+            r.max_executions or "-",
+            f"{p50:.2f}",
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER))]
-    out = []
-    for n, line in enumerate(lines):
-        cells = [
-            c.ljust(w) if i == 0 else c.rjust(w)
-            for i, (c, w) in enumerate(zip(line, widths, strict=True))
-        ]
-        out.append("| " + " | ".join(cells) + " |")
-        if n == 0:
-            out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(out)
+    return table.render()
 
 
 async def run_all(runs: int, only: Sequence[str] | None) -> list[Row]:
