@@ -29,9 +29,9 @@ from infra.local_inngest import (
     sign_body,
     socket_origin,
 )
+from tests.infra.executor_harness import SERVE_PATH, served_functions
 
 APP_ID = "local-inngest-test"
-SERVE_PATH = "/api/inngest"
 
 # Side effects observed by the functions, keyed by run id (or a per-test tag).
 CALLS: collections.Counter[str] = collections.Counter()
@@ -181,36 +181,15 @@ class Harness:
 
 @pytest_asyncio.fixture(scope="module")
 async def harness() -> AsyncIterator[Harness]:
-    signing_key = "signkey-test-" + secrets.token_hex(32)
-    event_key = secrets.token_hex(16)
-    intake_sock, app_sock = loopback_socket(), loopback_socket()
-    client = inngest.Inngest(
-        app_id=APP_ID,
-        is_production=True,
-        signing_key=signing_key,
-        event_key=event_key,
-        event_api_base_url=socket_origin(intake_sock),
-    )
-    functions = build_functions(client)
-    app = fastapi.FastAPI()
-    inngest.fast_api.serve(app, client, functions, serve_path=SERVE_PATH)
-    serve_url = socket_origin(app_sock) + SERVE_PATH
-    local = LocalInngest(
-        serve_url=serve_url,
-        signing_key=signing_key,
-        event_key=event_key,
-        functions=functions,
-        app_id=APP_ID,
-        retry_backoff=(0.02, 0.05, 0.1),
-        # A schedule firing mid-test would add runs; tests fire the cron function themselves.
-        schedules=False,
-    )
-    async with (
-        local,
-        local.serve_intake(intake_sock) as intake_origin,
-        serve_asgi(app, app_sock),
-    ):
-        yield Harness(client, local, intake_origin, serve_url, signing_key, event_key)
+    async with served_functions(APP_ID, build_functions, retry_backoff=(0.02, 0.05, 0.1)) as served:
+        yield Harness(
+            served.client,
+            served.local,
+            served.intake_origin,
+            served.serve_url,
+            served.signing_key,
+            served.event_key,
+        )
 
 
 async def test_sequential_steps_are_memoized_as_json(harness: Harness) -> None:

@@ -10,12 +10,10 @@ import asyncio
 import collections
 import dataclasses
 import datetime
-import secrets
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
-import fastapi
 import inngest
 import inngest.fast_api
 import pytest
@@ -25,13 +23,10 @@ from infra.local_inngest import (
     FUNCTION_CANCELLED_EVENT,
     LocalInngest,
     RunRecord,
-    loopback_socket,
-    serve_asgi,
-    socket_origin,
 )
+from tests.infra.executor_harness import served_functions
 
 APP_ID = "local-inngest-events"
-SERVE_PATH = "/api/inngest"
 APPROVAL_IF = "event.data.requestId == async.data.requestId && async.data.verdict == 'approve'"
 
 # What the functions did, keyed by request or job id (unique per test).
@@ -141,30 +136,8 @@ class Harness:
 
 @pytest_asyncio.fixture(scope="module")
 async def harness() -> AsyncIterator[Harness]:
-    signing_key = "signkey-test-" + secrets.token_hex(32)
-    event_key = secrets.token_hex(16)
-    intake_sock, app_sock = loopback_socket(), loopback_socket()
-    client = inngest.Inngest(
-        app_id=APP_ID,
-        is_production=True,
-        signing_key=signing_key,
-        event_key=event_key,
-        event_api_base_url=socket_origin(intake_sock),
-    )
-    functions = build_functions(client)
-    app = fastapi.FastAPI()
-    inngest.fast_api.serve(app, client, functions, serve_path=SERVE_PATH)
-    local = LocalInngest(
-        serve_url=socket_origin(app_sock) + SERVE_PATH,
-        signing_key=signing_key,
-        event_key=event_key,
-        functions=functions,
-        app_id=APP_ID,
-        retry_backoff=(0.02,),
-        schedules=False,
-    )
-    async with local, local.serve_intake(intake_sock), serve_asgi(app, app_sock):
-        yield Harness(client, local)
+    async with served_functions(APP_ID, build_functions, retry_backoff=(0.02,)) as served:
+        yield Harness(served.client, served.local)
 
 
 def new_id() -> str:
