@@ -302,3 +302,27 @@ async def test_every_table_the_api_roles_can_reach_has_row_level_security(
     if role == "authenticated" or grants == "supabase_grants":
         # Not vacuous: the chat tables are reachable, and guarded.
         assert {f"public.{t}" for t in TABLES} <= set(reachable), reachable
+
+
+@pytest.mark.parametrize("parent", ["own", "other_users"])
+async def test_a_message_hangs_only_under_a_message_of_its_own_chat(
+    world: World, parent: str
+) -> None:
+    # GIVEN the owner writing a message through the Data API, under a parent message
+    parent_id = world.owner.reply_id if parent == "own" else world.other_user.reply_id
+    statement = """
+    insert into public.message (chat_id, role, content, parent_message_id)
+    values (%(chat)s, 'user', 'a reply', %(parent)s)
+    """
+    params = {"chat": world.owner.chat_id, "parent": parent_id}
+    # WHEN it is the owner's own message, it is stored; another user's is refused, just as a
+    # message id that does not exist would be, so the refusal tells nothing about it
+    if parent == "own":
+        outcome = await attempt(world, "owner", "supabase_grants", statement, params)
+        assert (outcome.refused, outcome.rowcount, outcome.changed) == (None, 1, True)
+    else:
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            await attempt(world, "owner", "supabase_grants", statement, params)
+        missing = {**params, "parent": uuid.uuid4()}
+        with pytest.raises(psycopg.errors.ForeignKeyViolation):
+            await attempt(world, "owner", "supabase_grants", statement, missing)
