@@ -32,6 +32,8 @@ class HistoryMessage(BaseModel):
     branch_id: str
     stale: bool  # on a branch an edit replaced
     edit_of: UUID | None
+    # The tool call the job waits for the user to approve (status awaiting_approval).
+    pending_approval: dict[str, Any] | None = None
 
 
 class History(BaseModel):
@@ -51,6 +53,7 @@ def history_message(row: dict[str, Any]) -> HistoryMessage:
         branch_id=metadata.get("branchId", branches.MAIN_BRANCH),
         stale=bool(metadata.get("stale", False)),
         edit_of=metadata.get("editOf"),
+        pending_approval=metadata.get("pendingApproval"),
     )
 
 

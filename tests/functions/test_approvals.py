@@ -53,6 +53,12 @@ async def test_an_approved_call_runs_the_tool(database_url: str) -> None:
         assert "expiresAt" in pending
         # The tool has not run while the question is open.
         assert await fetch(database_url, "select * from handoff.tool_results") == []
+        # A page loaded now finds the question in the history too.
+        listed = await stack.http.get(
+            f"/api/chat/{chat_id}/history", headers={"Authorization": f"Bearer {token}"}
+        )
+        waiting = listed.json()["messages"][-1]
+        assert (waiting["status"], waiting["pendingApproval"]) == ("awaiting_approval", pending)
 
         # WHEN the user approves it
         status, body = await answer(stack, token, chat_id, pending["toolCallId"], approved=True)
