@@ -11,48 +11,37 @@ import json
 import logging
 import uuid
 from functools import partial
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 import inngest
-from langchain_core.messages import AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
-from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.types import StateSnapshot
 from pydantic import ValidationError
 
 from agent.graph import (
-    AGENT_NODE,
-    TOOLS_NODE,
     AgentGraph,
     CompiledGraphs,
-    pending_tool_calls,
     state_values,
-    stream_agent_text,
-    unanswered_calls_closed,
 )
 from agent.snapshot import (
     APOLOGY,
     INCOMPATIBLE_VERSION,
-    PARAGRAPH_BREAK,
     render_agent_snapshot,
-    turn_text,
 )
 from agent.state import (
     OLDEST_READABLE_SCHEMA_VERSION,
     SCHEMA_VERSION,
-    AgentState,
-    ToolInvocation,
     checkpoint_schema,
     readable_schema,
 )
 from agent.threads import ThreadId, thread_config
 from agent.tools import ToolInputError, demo_tools, requires_approval
 from functions.approval_steps import await_decision, declined_text
-from infra import branches, chat_store
+from functions.rounds import Plan, Rounds, plan_from
+from infra import chat_store
 from infra.approvals import Decision
-from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
-from infra.drafts import DraftWriter
+from infra.checkpoints import durable_saver
 from infra.events import CANCEL_EVENT, HANDOFF_EVENT, HandoffPayload
 from infra.job_control import hold_job
 from infra.large_outputs import LargeOutputs
@@ -66,26 +55,9 @@ FUNCTION_ID = "tool-handoff"
 RETRIES = 4
 
 
-class Plan(TypedDict):
-    """What the function does next, as a step output (JSON)."""
-
-    done: bool
-    pending: list[dict[str, Any]]
-    # An enqueued message's job: its turn has not begun, the first round starts it.
-    opening: NotRequired[bool]
-    # The job is no longer this run's (canceled, or taken over after the lease): stop quietly.
-    stopped: NotRequired[bool]
-
-
 class Claim(Plan):
     claimed: bool
     payload: dict[str, Any]  # the job's stored payload, which outranks the event's data
-
-
-def plan_from(state: StateSnapshot) -> Plan:
-    if TOOLS_NODE in state.next:
-        return {"done": False, "pending": pending_tool_calls(state.values["messages"])}
-    return {"done": AGENT_NODE not in state.next, "pending": []}
 
 
 def create_tool_handoff(
@@ -215,115 +187,6 @@ def create_tool_handoff(
                 result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
             return await store_result(pool, thread_id, result)
 
-        async def model_round(results: list[ToolResult]) -> Plan:
-            # The round runs on a copy of the latest checkpoint in memory; its checkpoints land
-            # in one transaction, and only while this run still holds the job. A round canceled
-            # half-way leaves the thread as it was, not with an answer the user never saw.
-            pool = await services.pool()
-            memory = InMemorySaver()
-            known = await load_latest_into_memory(durable_saver(pool), memory, thread_id)
-            graph = graph_for(payload, memory)
-            state = await graph.aget_state(config)
-            answered = {
-                m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)
-            }
-            fresh = [r for r in results if r["id"] not in answered]
-            # Applying results is keyed by tool call id: a retried round applies nothing twice.
-            if fresh and TOOLS_NODE in state.next:
-                calls = {c["id"]: c for c in pending_tool_calls(state.values["messages"])}
-                invocations: list[ToolInvocation] = [
-                    {
-                        "id": r["id"],
-                        "name": r["name"],
-                        "args": calls.get(r["id"], {}).get("args", {}),
-                        "status": "completed",
-                    }
-                    for r in fresh
-                ]
-                messages = [
-                    ToolMessage(
-                        content=r["content"],
-                        tool_call_id=r["id"],
-                        name=r["name"],
-                        artifact=r.get("artifact"),
-                    )
-                    for r in fresh
-                ]
-                await graph.aupdate_state(
-                    config,
-                    {
-                        "messages": messages,
-                        "tool_invocations": invocations,
-                        "status": "running_tools",
-                    },
-                    as_node=TOOLS_NODE,
-                )
-                state = await graph.aget_state(config)
-            if AGENT_NODE in state.next:
-                before = turn_text(state_values(state))
-                await stream_round(graph, None, before + PARAGRAPH_BREAK if before else "")
-                state = await graph.aget_state(config)
-            return await persist_round(memory, known, state)
-
-        async def opening_round() -> Plan:
-            """The first round of an enqueued message's turn, from the latest checkpoint."""
-            pool = await services.pool()
-            memory = InMemorySaver()
-            known = await load_latest_into_memory(durable_saver(pool), memory, thread_id)
-            graph = graph_for(payload, memory)
-            previous = state_values(await graph.aget_state(config)).get("messages", [])
-            message = HumanMessage(content=payload.content or "", id=str(payload.user_message_id))
-            opening: list[AnyMessage] = [*unanswered_calls_closed(previous), message]
-            await stream_round(graph, {"messages": opening}, "")
-            state = await graph.aget_state(config)
-            return await persist_round(memory, known, state, opening=True)
-
-        async def persist_round(
-            memory: InMemorySaver,
-            known: str | None,
-            state: StateSnapshot,
-            *,
-            opening: bool = False,
-        ) -> Plan:
-            """The round's checkpoints land in one transaction, while this run holds the job."""
-            async with (await services.pool()).connection() as conn, conn.transaction():
-                if not await hold_job(conn, key, ctx.run_id):
-                    return {"done": True, "pending": [], "stopped": True}
-                head = await copy_new_checkpoints(
-                    memory, durable_saver(conn), thread_id, known=known
-                )
-                if opening and payload.user_message_id is not None:
-                    reply_id = chat_store.MessageId(payload.root_message_id)
-                    branch = await branches.mark_user_message(
-                        conn,
-                        chat_id=chat_store.ChatId(payload.chat_id),
-                        assistant_id=payload.assistant_id,
-                        message_id=chat_store.MessageId(payload.user_message_id),
-                        reply_id=reply_id,
-                        base_checkpoint_id=known,
-                        edit=None,
-                    )
-                    await branches.mark_reply(conn, reply_id, branches.reply_marks(head, branch))
-            return plan_from(state)
-
-        async def stream_round(
-            graph: AgentGraph, graph_input: AgentState | None, prefix: str
-        ) -> None:
-            writer = DraftWriter(
-                await services.pool(),
-                message_id=chat_store.MessageId(payload.root_message_id),
-                chat_id=chat_store.ChatId(payload.chat_id),
-                # The draft is the whole message: earlier text, then this round's paragraph.
-                text=prefix,
-                interval=settings.draft_interval_ms / 1000,
-                max_bytes=settings.draft_max_bytes,
-            )
-            await writer.start()
-            async for text in stream_agent_text(graph, graph_input, config):
-                await writer.append(text)
-            await writer.flush()
-            logger.info("model round streamed", extra={**log, "draft_writes": writer.writes})
-
         async def finalize() -> None:
             pool = await services.pool()
             state = await graph_for(payload, durable_saver(pool)).aget_state(config)
@@ -350,8 +213,9 @@ def create_tool_handoff(
         plan: Plan = claimed
         round_no = 0
         message_id = chat_store.MessageId(payload.root_message_id)
+        rounds = Rounds(services, graph_for, payload, key, ctx.run_id, log)
         if plan.get("opening"):
-            plan = await ctx.step.run("model-round-opening", opening_round)
+            plan = await ctx.step.run("model-round-opening", rounds.open)
         while not plan["done"]:
             # Calls that need the user's approval wait for it, one question at a time.
             decisions: dict[str, Decision] = {}
@@ -377,7 +241,7 @@ def create_tool_handoff(
                     for call in plan["pending"]
                 )
             )
-            plan = await ctx.step.run(f"model-round-{round_no}", model_round, list(results))
+            plan = await ctx.step.run(f"model-round-{round_no}", rounds.resume, list(results))
             round_no += 1
         if plan.get("stopped"):
             logger.info("job canceled or taken over; stopping", extra=log)
