@@ -3,7 +3,8 @@
 The respond handler commits the job row first and sends the event after; a crash or an Inngest
 outage in between leaves the row with `event_sent_at` null. This cron function sends those
 events again with the same ids: Inngest drops an id it has already seen, and the job claim
-turns any run that still slips through into a no-op.
+turns any run that still slips through into a no-op. First it ends the quick jobs of turns whose
+process died mid-stream, which hands their chats' slots to any turn waiting behind them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import inngest
 from infra import chat_store
 from infra.events import HANDOFF_EVENT
 from infra.runtime import Services
+from infra.turns import expire_dead_quick_turns
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +31,8 @@ def create_outbox_relay(client: inngest.Inngest, services: Services) -> inngest.
 
     async def resend() -> int:
         pool = await services.pool()
+        if expired := await expire_dead_quick_turns(pool, lease_s=settings.turn_lease_s):
+            logger.warning("ended quick paths that stopped mid-stream", extra={"count": expired})
         jobs = await chat_store.unsent_jobs(pool, older_than_s=settings.outbox_grace_s, limit=BATCH)
         if not jobs:
             return 0

@@ -51,6 +51,13 @@ update public.job_runs set status = 'error', error = 'the quick path stopped', u
 where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s and kind = 'quick'
   and status = 'processing' and updated_at < now() - make_interval(secs => %(lease_s)s)
 """
+# The same, for every chat: the outbox relay's sweep, so that a turn waiting behind a dead one
+# does not wait for another message to come along.
+EXPIRE_ALL_QUICK_SQL = """
+update public.job_runs set status = 'error', error = 'the quick path stopped', updated_at = now()
+where kind = 'quick' and status = 'processing'
+  and updated_at < now() - make_interval(secs => %(lease_s)s)
+"""
 # Waits for a concurrent taker to commit, then takes the slot or finds it taken. Runs before
 # the chat is known to be the caller's: if it is not, the transaction rolls this back.
 TAKE_SLOT_SQL = """
@@ -179,3 +186,9 @@ async def send_queued_turns(
         logger.exception(
             "queued turn not sent; left in the outbox", extra={"chat_id": str(chat_id)}
         )
+
+
+async def expire_dead_quick_turns(pool: Pool, *, lease_s: float) -> int:
+    """End the quick jobs whose process stopped mid-stream; a waiting turn takes each slot."""
+    async with pool.connection() as conn:
+        return (await conn.execute(EXPIRE_ALL_QUICK_SQL, {"lease_s": lease_s})).rowcount

@@ -10,6 +10,7 @@ import asyncio
 import uuid
 from typing import Any
 
+import psycopg
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from agent.graph import UNANSWERED_CALL_TEXT
@@ -178,3 +179,38 @@ async def test_enqueue_behind_a_background_job_runs_when_it_finishes(database_ur
     assert "calc returned 42." in replies[0]["content"]
     assert "calc returned 2." in replies[1]["content"]
     assert said(await durable_messages(database_url, chat_id)) == ["/calc 6*7", "/calc 1+1"]
+
+
+async def test_a_turn_waiting_behind_a_dead_quick_path_runs_after_the_relay_sweeps(
+    database_url: str,
+) -> None:
+    # GIVEN a chat whose slot a quick path holds, one whose process stopped mid-stream a while
+    # ago (its row is all that is left of it), and a message enqueued behind it
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, turn_lease_s=60, outbox_grace_s=0) as stack:
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            await conn.execute(
+                "insert into job_runs (chat_id, status, kind, event_name, idempotency_key, run_id,"
+                " payload, updated_at) values (%s, 'processing', 'quick', 'chat/tool_handoff',"
+                " %s, 'gone', '{}', now() - interval '30 seconds')",
+                (chat_id, str(uuid.uuid4())),
+            )
+        queued = await send(stack, token_for(user_id), chat_id, "are you there?", "enqueue")
+        assert ending(queued) == "handoff:queued"
+
+        # WHEN the lease has run out and the outbox relay makes its round
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            await conn.execute(
+                "update job_runs set updated_at = now() - interval '2 minutes' where kind = 'quick'"
+            )
+        stack.executor.fire(f"{stack.settings.inngest_app_id}-outbox-relay")
+        await wait_for_row(
+            database_url, "select 1 from job_runs where kind = 'turn' and status = 'completed'"
+        )
+        await stack.executor.wait_idle()
+
+    # THEN the dead turn's job ended, and the waiting message got its answer
+    jobs = await fetch(database_url, "select kind, status from job_runs order by created_at")
+    assert [(j["kind"], j["status"]) for j in jobs] == [("quick", "error"), ("turn", "completed")]
+    [reply] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert (reply["status"], reply["content"]) == ("completed", 'You said: "are you there?"')
