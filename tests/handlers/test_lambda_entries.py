@@ -56,19 +56,17 @@ async def inngest_lambda(
         yield container
 
 
-def inngest_call(signature: str | None) -> dict[str, Any]:
+def signed_now(signing_key: str) -> dict[str, Any]:
+    """The captured Inngest call, its body signed afresh with `signing_key`."""
     event = load_event("http_api_inngest_call.json")
-    del event["headers"]["x-inngest-signature"]
-    if signature is not None:
-        event["headers"]["x-inngest-signature"] = signature
+    event["headers"]["x-inngest-signature"] = sign_body(event["body"].encode(), signing_key)
     return event
 
 
 async def test_a_signed_inngest_call_runs_the_function(inngest_lambda: LambdaContainer) -> None:
     # GIVEN the captured HTTP API event of Inngest calling the outbox relay, signed just now
     # with the signing key that is only in SSM
-    event = inngest_call(None)
-    event["headers"]["x-inngest-signature"] = sign_body(event["body"].encode(), SIGNING_KEY)
+    event = signed_now(SIGNING_KEY)
 
     # WHEN the Lambda handles it
     response = await inngest_lambda.invoke(event)
@@ -93,12 +91,12 @@ async def test_a_signed_inngest_call_runs_the_function(inngest_lambda: LambdaCon
 async def test_an_inngest_call_not_signed_now_with_our_key_is_refused(
     inngest_lambda: LambdaContainer, signature: str | None
 ) -> None:
-    event = load_event("http_api_inngest_call.json")
+    if signature == "wrong-key":
+        event = signed_now("signkey-prod-" + "0" * 64)
+    else:
+        event = load_event("http_api_inngest_call.json")
     if signature is None:
         del event["headers"]["x-inngest-signature"]
-    elif signature == "wrong-key":
-        other = "signkey-prod-" + "0" * 64
-        event["headers"]["x-inngest-signature"] = sign_body(event["body"].encode(), other)
 
     response = await inngest_lambda.invoke(event)
 
