@@ -95,6 +95,14 @@ class Turn:
             "runId": self.run_id,
         }
 
+    def handoff(self) -> dict[str, str]:
+        """The data of the `handoff` event: the reply goes on in the background."""
+        return {
+            "assistantMessageId": str(self.assistant_message_id),
+            "eventId": self.job_key,
+            "status": "queued",
+        }
+
     def handoff_payload(self, checkpoint_id: str | None) -> HandoffPayload:
         return HandoffPayload(
             chat_id=self.chat_id,
@@ -204,14 +212,7 @@ async def _stream_and_persist(
     # Committed: the turn is durable, so the client hears it at once. The job row is the
     # outbox: if the send below fails, event_sent_at stays null and the outbox relay re-sends
     # with the same id, which Inngest deduplicates.
-    await emit(
-        "handoff",
-        {
-            "assistantMessageId": str(turn.assistant_message_id),
-            "eventId": turn.job_key,
-            "status": "queued",
-        },
-    )
+    await emit("handoff", turn.handoff())
     try:
         await send_handoff(events, turn.job_key, turn.handoff_payload(head))
         await chat_store.mark_events_sent(pool, [turn.job_key])

@@ -93,14 +93,7 @@ def _queued_response(turn: Turn) -> StreamingResponse:
     """A turn that waits behind the active job: its reply streams in the background later."""
     body = [
         sse("metadata", turn.metadata()),
-        sse(
-            "handoff",
-            {
-                "assistantMessageId": str(turn.assistant_message_id),
-                "eventId": turn.job_key,
-                "status": "queued",
-            },
-        ),
+        sse("handoff", turn.handoff()),
     ]
 
     async def stream() -> AsyncIterator[bytes]:
