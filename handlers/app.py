@@ -12,7 +12,7 @@ from langchain_core.tools import BaseTool
 
 from agent.tools import demo_tools
 from functions.client import create_inngest_client
-from handlers import control, history, respond
+from handlers import chats, control, history, respond
 from handlers.auth import Authenticator
 from handlers.errors import install_error_handlers
 from handlers.limits import BodySizeLimit, FreshInngestSignature
@@ -55,6 +55,7 @@ def create_app(
     app.include_router(respond.router)
     app.include_router(control.router)
     app.include_router(history.router)
+    app.include_router(chats.router)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -15,6 +15,7 @@ from handlers.auth import InvalidToken
 from infra.approvals import ApprovalAlreadyDecided, ApprovalNotFound
 from infra.branches import EditTargetNotFound, NotEditable
 from infra.chat_store import ChatNotFound, DuplicateMessage, JobAlreadyActive
+from infra.chats import UnknownUser
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class ErrorBody(BaseModel):
 
 ERRORS: dict[type[Exception], ApiError] = {
     InvalidToken: ApiError(401, "unauthorized", "Missing or invalid access token."),
+    UnknownUser: ApiError(401, "unauthorized", "Missing or invalid access token."),
     # 404, not 403: whether another user's chat exists is not for this user to learn.
     ChatNotFound: ApiError(404, "chat_not_found", "Chat not found."),
     JobAlreadyActive: ApiError(

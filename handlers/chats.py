@@ -1,0 +1,70 @@
+"""GET and POST /api/chats: the caller's chats, and a new one."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+from uuid import UUID
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from handlers.deps import CurrentUser, ServicesDep
+from handlers.respond import ERROR_RESPONSES
+from infra import chats
+
+router = APIRouter()
+
+
+class Chat(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    id: UUID
+    title: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class ChatList(BaseModel):
+    chats: list[Chat]
+
+
+class NewChat(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    title: str = Field(default="", max_length=200)
+
+
+def chat_of(row: dict[str, Any]) -> Chat:
+    return Chat(
+        id=row["id"], title=row["title"], created_at=row["created_at"], updated_at=row["updated_at"]
+    )
+
+
+@router.get(
+    "/api/chats", response_model=ChatList, response_model_by_alias=True, responses=ERROR_RESPONSES
+)
+async def list_chats(
+    user: CurrentUser,
+    services: ServicesDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> ChatList:
+    """The caller's chats, newest first."""
+    rows = await chats.list_chats(await services.pool(), user.claims, limit=limit)
+    return ChatList(chats=[chat_of(row) for row in rows])
+
+
+@router.post(
+    "/api/chats",
+    status_code=201,
+    response_model=Chat,
+    response_model_by_alias=True,
+    responses=ERROR_RESPONSES,
+)
+async def create_chat(
+    user: CurrentUser, services: ServicesDep, body: NewChat | None = None
+) -> Chat:
+    """A new chat of the caller's."""
+    title = (body or NewChat()).title
+    return chat_of(await chats.create_chat(await services.pool(), user.claims, title=title))
