@@ -41,6 +41,10 @@ class AgentSnapshot:
             "progress": [{"id": p.id, "name": p.name, "status": p.status} for p in self.progress],
         }
 
+    def to_metadata(self) -> dict[str, Any]:
+        """What a message's `metadata.snapshot` holds: the text is its content or draft."""
+        return {key: value for key, value in self.to_json().items() if key != "text"}
+
 
 def message_text(message: AIMessage) -> str:
     if isinstance(message.content, str):

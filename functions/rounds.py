@@ -26,7 +26,7 @@ from agent.graph import (
     stream_agent_text,
     unanswered_calls_closed,
 )
-from agent.snapshot import PARAGRAPH_BREAK, turn_text
+from agent.snapshot import PARAGRAPH_BREAK, render_agent_snapshot, turn_text
 from agent.state import AgentState, ToolInvocation
 from agent.threads import ThreadId, thread_config
 from infra import branches, chat_store
@@ -147,6 +147,10 @@ class Rounds:
                 return {"done": True, "pending": [], "stopped": True}
             head = await copy_new_checkpoints(
                 memory, durable_saver(conn), self.thread_id, known=known
+            )
+            snapshot = render_agent_snapshot(state_values(state)).to_metadata()
+            await chat_store.record_snapshot(
+                conn, chat_store.MessageId(payload.root_message_id), snapshot
             )
             if opening and payload.user_message_id is not None:
                 reply_id = chat_store.MessageId(payload.root_message_id)

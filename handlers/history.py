@@ -34,6 +34,8 @@ class HistoryMessage(BaseModel):
     edit_of: UUID | None
     # The tool call the job waits for the user to approve (status awaiting_approval).
     pending_approval: dict[str, Any] | None = None
+    # The turn's tool calls and how they went (`render_agent_snapshot`'s progress).
+    progress: list[dict[str, Any]] = []
 
 
 class History(BaseModel):
@@ -54,6 +56,7 @@ def history_message(row: dict[str, Any]) -> HistoryMessage:
         stale=bool(metadata.get("stale", False)),
         edit_of=metadata.get("editOf"),
         pending_approval=metadata.get("pendingApproval"),
+        progress=metadata.get("snapshot", {}).get("progress", []),
     )
 
 

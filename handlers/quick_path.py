@@ -23,7 +23,13 @@ from agent.graph import (
     stream_agent_text,
     unanswered_calls_closed,
 )
-from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, INTERRUPTED, render_agent_snapshot
+from agent.snapshot import (
+    APOLOGY,
+    INCOMPATIBLE_VERSION,
+    INTERRUPTED,
+    AgentSnapshot,
+    render_agent_snapshot,
+)
 from agent.state import checkpoint_schema, readable_schema
 from agent.threads import ThreadId, thread_config
 from infra import branches, chat_store
@@ -188,11 +194,12 @@ async def _stream_and_persist(
         streamed.append(text)
         await emit("token", {"text": text})
     state = await graph.aget_state(config)
-    text = render_agent_snapshot(state_values(state)).text
+    snapshot = render_agent_snapshot(state_values(state))
+    text = snapshot.text
     handing_off = TOOLS_NODE in state.next
     try:
         async with pool.connection() as conn, conn.transaction():
-            head = await _persist(conn, turn, memory, known, text, handing_off)
+            head = await _persist(conn, turn, memory, known, snapshot, handing_off)
     except _SlotLost:
         # Canceled, or another message took over: the user keeps what they saw, the thread
         # gets nothing of this turn.
@@ -226,7 +233,7 @@ async def _persist(
     turn: Turn,
     memory: InMemorySaver,
     known: str | None,
-    text: str,
+    snapshot: AgentSnapshot,
     handing_off: bool,
 ) -> str | None:
     """The turn's checkpoints, reply and job, in the caller's transaction; the head checkpoint.
@@ -249,10 +256,10 @@ async def _persist(
     await _insert_reply(
         conn,
         turn,
-        text,
+        snapshot.text,
         status=status,
         handoff_event_id=turn.job_key if handing_off else None,
-        marks=branches.reply_marks(head, branch),
+        marks={**branches.reply_marks(head, branch), "snapshot": snapshot.to_metadata()},
     )
     if handing_off:
         held = await chat_store.hand_off_job(

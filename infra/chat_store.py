@@ -27,6 +27,13 @@ ReplyStatus = Literal["queued", "completed", "error", "canceled"]
 # What PostgREST sets per request, in one statement: the claims, then `set local role`.
 # Back to the connecting role for the rest of a transaction that began as the user's.
 SERVICE_ROLE_SQL = "select set_config('role', 'none', true)"
+# The background job's progress (agent status, tool calls) for subscribers; an ended message
+# keeps the snapshot it ended with.
+RECORD_SNAPSHOT_SQL = """
+update public.message
+set metadata = metadata || jsonb_build_object('snapshot', %s::jsonb), updated_at = now()
+where id = %s and status in ('queued', 'streaming', 'awaiting_approval')
+"""
 SET_REQUEST_SQL = """
 select set_config('request.jwt.claims', %s, true), set_config('role', 'authenticated', true)
 """
@@ -164,6 +171,10 @@ async def insert_assistant_message(
             handoff_event_id,
         ),
     )
+
+
+async def record_snapshot(conn: Conn, message_id: MessageId, snapshot: dict[str, Any]) -> None:
+    await conn.execute(RECORD_SNAPSHOT_SQL, (Jsonb(snapshot), message_id))
 
 
 async def hand_off_job(

@@ -171,3 +171,32 @@ async def test_the_job_row_not_the_event_says_which_message_and_model(database_u
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
     assert message["status"] == "completed"
     assert "42" in message["content"]
+
+
+async def test_the_message_shows_tool_progress_from_handoff_to_the_end(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        # The sleep keeps the job's first round from ending before the first look.
+        events = await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": "/sleep 1\n/calc 6*7"}
+        )
+        message_id = events[-1][1]["assistantMessageId"]
+        query = "select metadata -> 'snapshot' as snapshot from message where id = %s"
+        # WHEN the turn hands off, THEN both calls show as pending
+        [at_handoff] = await fetch(database_url, query, message_id)
+        assert at_handoff["snapshot"]["status"] == "needs_tool_handoff"
+        assert [(p["name"], p["status"]) for p in at_handoff["snapshot"]["progress"]] == [
+            ("sleep", "pending"),
+            ("calc", "pending"),
+        ]
+        await stack.executor.wait_idle()
+        # AND once the job ends, both as completed, in the message and in the history
+        [at_end] = await fetch(database_url, query, message_id)
+        history = await stack.http.get(
+            f"/api/chat/{chat_id}/history",
+            headers={"Authorization": f"Bearer {token_for(user_id)}"},
+        )
+    assert at_end["snapshot"]["status"] == "completed"
+    assert {p["status"] for p in at_end["snapshot"]["progress"]} == {"completed"}
+    [reply] = [m for m in history.json()["messages"] if m["role"] == "assistant"]
+    assert reply["progress"] == at_end["snapshot"]["progress"]
