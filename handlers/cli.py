@@ -1,4 +1,4 @@
-"""`handoff dev`, `handoff migrate` and `handoff package`."""
+"""`handoff dev`, `handoff chat`, `handoff migrate` and `handoff package`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from pathlib import Path
 
 import jwt
 
+from handlers import terminal_chat
 from handlers.app import create_app
+from handlers.dev import DevSession, install_dev_routes
 from infra import chat_store
 from infra.chat_store import ChatId, UserId
 from infra.db import connect
@@ -45,6 +47,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
     commands.add_parser("migrate", help="apply migrations to DATABASE_URL")
+    chat = commands.add_parser("chat", help="send a message to a running `handoff dev`")
+    chat.add_argument("message")
+    chat.add_argument("--chat", type=uuid.UUID, help="chat id (default: the demo chat)")
+    chat.add_argument("--url", default="http://127.0.0.1:8000", help="the dev server")
     package = commands.add_parser("package", help="build the Lambda zips serverless.yml deploys")
     package.add_argument("--out", type=Path, default=PROJECT_ROOT / "dist")
     package.add_argument("--uv", default=shutil.which("uv"), help="uv binary (default: on PATH)")
@@ -54,6 +60,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error("uv is not on PATH: pass --uv /path/to/uv")
         package_lambdas(args.out, args.uv)
         return
+    if args.command == "chat":
+        sys.exit(terminal_chat.run(args.url, args.message, args.chat))
     configure_logging()
     if args.command == "migrate":
         settings = Settings()
@@ -126,11 +134,15 @@ async def dev_server(settings: Settings, host: str, port: int) -> None:
     await seed_demo(settings.database_url)
 
     app = create_app(settings)
+    secret = settings.supabase_jwt_secret.get_secret_value()
+
+    def mint() -> str:
+        return mint_dev_token(secret, DEMO_USER_ID, settings.jwt_audience)
+
+    install_dev_routes(app, DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint))
     app_sock = loopback_socket(host) if port == 0 else _bound_socket(host, port)
     origin = socket_origin(app_sock)
-    token = mint_dev_token(
-        settings.supabase_jwt_secret.get_secret_value(), DEMO_USER_ID, settings.jwt_audience
-    )
+    token = mint()
     if intake_sock is None:
         async with serve_asgi(app, app_sock):
             _print_ready(
@@ -169,5 +181,7 @@ def _print_ready(origin: str, token: str, engine: str) -> None:
         f"  -d {shlex.quote(body)}"
     )
     print(f"\nHandoff is running at {origin} (background work: {engine}).", flush=True)
-    print(f"Demo user {DEMO_EMAIL}, chat {DEMO_CHAT_ID}. Try:\n\n{curl}\n", flush=True)
+    print(f"Chat page: {origin}/", flush=True)
+    print(f'In a terminal: handoff chat --url {origin} "/sleep 2"', flush=True)
+    print(f"Demo user {DEMO_EMAIL}, chat {DEMO_CHAT_ID}. Or:\n\n{curl}\n", flush=True)
     sys.stdout.flush()
