@@ -9,6 +9,11 @@ about every 100 ms as Realtime polls its own, fanned out to subscribers of one c
 Only INSERTs and UPDATEs of `public.message` and `public.message_draft` are delivered. DELETEs
 and TRUNCATEs are not: the old row of a delete carries its key only (no `chat_id` to filter
 on), and a deleted row can no longer be checked against RLS.
+
+A change is checked when the subscriber reads it, by looking its row up by primary key under the
+subscriber's RLS, as Realtime checks it (by primary key, when it reads the slot). So a row deleted
+before the check (a draft its reply's completion removed) is not delivered, nor is one whose chat
+is no longer the subscriber's.
 """
 
 from __future__ import annotations
