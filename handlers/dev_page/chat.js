@@ -1,0 +1,920 @@
+// The development chat page: plain ES module, no build step, no network beyond this origin.
+//
+// A turn's first tokens come from POST /api/chat/respond (SSE read with fetch, since
+// EventSource cannot POST). Whatever continues in the background arrives as row changes of
+// `message` and `message_draft`, through a channel with supabase-js's `postgres_changes` shape,
+// so that a production frontend swaps `devChannel(...)` for `supabase.channel(...)`.
+
+const ASSISTANT_ID = 'default';
+// A reply still being written, by the quick path or in the background.
+const ACTIVE = new Set(['queued', 'streaming', 'awaiting_approval']);
+const ENDED = new Set(['completed', 'error', 'canceled']);
+const STATUS_LABELS = {
+  canceled: 'Canceled',
+  error: 'Error',
+};
+
+// ---------------------------------------------------------------------------------------------
+// HTTP
+
+class RequestError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.status = status;
+    this.code = code;
+  }
+}
+
+async function errorOf(response) {
+  let code = `http_${response.status}`;
+  let message = `The server answered ${response.status} ${response.statusText}.`.trim();
+  try {
+    const body = await response.json();
+    if (body && body.error) {
+      code = body.error.code || code;
+      message = body.error.message || message;
+    } else if (body && typeof body.detail === 'string') {
+      message = body.detail;
+    }
+  } catch {
+    // Not JSON: keep the status line.
+  }
+  return new RequestError(response.status, code, message);
+}
+
+async function api(session, path, { method = 'GET', body, signal } = {}) {
+  const headers = { Accept: 'application/json' };
+  if (session) headers.Authorization = `Bearer ${session.token}`;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  let response;
+  try {
+    response = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal,
+    });
+  } catch (error) {
+    if (error.name === 'AbortError') throw error;
+    throw new RequestError(0, 'network', 'The server cannot be reached. Is `handoff dev` running?');
+  }
+  if (!response.ok) throw await errorOf(response);
+  return response.status === 204 ? null : response.json();
+}
+
+// Server-Sent Events from a fetch body: calls onEvent(name, data) per event, skips comments.
+async function readSse(response, onEvent) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  let name = 'message';
+  let data = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end;
+    while ((end = buffer.search(/\r\n|\r|\n/)) >= 0) {
+      const line = buffer.slice(0, end);
+      buffer = buffer.slice(end + (buffer.startsWith('\r\n', end) ? 2 : 1));
+      if (line === '') {
+        if (data.length) onEvent(name, JSON.parse(data.join('\n')));
+        name = 'message';
+        data = [];
+      } else if (line.startsWith(':')) {
+        // keepalive comment
+      } else {
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const text = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+        if (field === 'event') name = text;
+        else if (field === 'data') data.push(text);
+      }
+    }
+  }
+}
+
+function uuid4() {
+  // crypto.randomUUID needs a secure context; getRandomValues does not (LAN addresses).
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The change feed, shaped like a supabase-js Realtime channel.
+//
+// In production the same subscription reads, with supabase-js v2:
+//
+//   supabase.realtime.setAuth(accessToken);
+//   const channel = supabase
+//     .channel(`chat:${chatId}`)
+//     .on('postgres_changes',
+//         { event: '*', schema: 'public', table: 'message', filter: `chat_id=eq.${chatId}` },
+//         onMessage)
+//     .on('postgres_changes',
+//         { event: '*', schema: 'public', table: 'message_draft', filter: `chat_id=eq.${chatId}` },
+//         onDraft)
+//     .subscribe((status, err) => { ... });
+//   ...
+//   supabase.removeChannel(channel);   // or channel.unsubscribe()
+//
+// and `devChannel(session, chatId)` below is the one line to replace.
+
+const RECONNECT_MS = [250, 500, 1000, 2000, 4000];
+
+function matchesFilter(filter, row) {
+  if (!filter) return true;
+  const match = /^([a-z_]+)=eq\.(.*)$/.exec(filter);
+  if (!match) return true;
+  return row && String(row[match[1]]) === match[2];
+}
+
+export function devChannel(session, chatId) {
+  const bindings = [];
+  const controller = new AbortController();
+  let closed = false;
+  let attempt = 0;
+
+  const channel = {
+    on(type, filter, callback) {
+      if (type !== 'postgres_changes') throw new Error(`unsupported channel event ${type}`);
+      bindings.push({ filter, callback });
+      return channel;
+    },
+    subscribe(callback = () => {}) {
+      connect(callback);
+      return channel;
+    },
+    unsubscribe() {
+      closed = true;
+      controller.abort();
+      return Promise.resolve('ok');
+    },
+  };
+
+  function dispatch(payload) {
+    for (const { filter, callback } of bindings) {
+      if (filter.schema && filter.schema !== payload.schema) continue;
+      if (filter.table && filter.table !== payload.table) continue;
+      if (filter.event && filter.event !== '*' && filter.event !== payload.eventType) continue;
+      const row = payload.eventType === 'DELETE' ? payload.old : payload.new;
+      if (!matchesFilter(filter.filter, row)) continue;
+      callback(payload);
+    }
+  }
+
+  async function connect(callback) {
+    while (!closed) {
+      try {
+        const response = await fetch(`/api/dev/chat/${encodeURIComponent(chatId)}/changes`, {
+          headers: { Authorization: `Bearer ${session.token}`, Accept: 'text/event-stream' },
+          signal: controller.signal,
+          cache: 'no-store',
+        });
+        if (!response.ok) {
+          const error = await errorOf(response);
+          callback('CHANNEL_ERROR', error);
+          // A server that cannot decode changes will not learn to: stop, as supabase-js does
+          // for a rejected subscription. Other failures are retried below.
+          if (error.status < 500 || error.code === 'change_feed_unavailable') return;
+        } else {
+          let ended = new RequestError(0, 'closed', 'The change feed closed.');
+          await readSse(response, (event, data) => {
+            if (event === 'subscribed') {
+              attempt = 0;
+              callback('SUBSCRIBED');
+            } else if (event === 'postgres_changes') {
+              dispatch(data);
+            } else if (event === 'error') {
+              // The feed dropped this stream (it fell behind, or lost its slot): rejoin.
+              ended = new RequestError(0, data.code, data.message);
+            }
+          });
+          if (closed) return;
+          callback('CHANNEL_ERROR', ended);
+        }
+      } catch (error) {
+        if (closed || error.name === 'AbortError') return;
+        callback('CHANNEL_ERROR', new RequestError(0, 'network', 'The change feed was lost.'));
+      }
+      const wait = RECONNECT_MS[Math.min(attempt, RECONNECT_MS.length - 1)];
+      attempt += 1;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  return channel;
+}
+
+// ---------------------------------------------------------------------------------------------
+// State
+
+const state = {
+  session: null,
+  chats: [],
+  chatId: null,
+  channel: null,
+  feedUp: false,
+  // This chat's messages, in display order, by id.
+  messages: new Map(),
+  // Drafts that arrived before their message row.
+  drafts: new Map(),
+  // Turns this page sent whose SSE stream is still open (the quick path), and whether a
+  // message is on its way.
+  turns: new Set(),
+  sending: false,
+  // Feed events that arrived while the history loads: applied on top of it.
+  buffered: null,
+  generation: 0,
+};
+
+const $ = (testid, root = document) => root.querySelector(`[data-testid="${testid}"]`);
+const els = {};
+
+// A message as shown: server fields plus what this page streamed.
+function blankMessage(id, role) {
+  return {
+    id,
+    role,
+    content: '',
+    // An assistant message this page learns of before its row is one being written.
+    status: role === 'assistant' ? 'streaming' : 'completed',
+    createdAt: new Date().toISOString(),
+    parentMessageId: null,
+    pendingApproval: null,
+    progress: [],
+    draft: null,
+    draftSeq: -1,
+    decided: new Set(),
+    local: false,
+  };
+}
+
+function upsert(id, role) {
+  let message = state.messages.get(id);
+  if (!message) {
+    message = blankMessage(id, role);
+    state.messages.set(id, message);
+  }
+  const draft = state.drafts.get(id);
+  if (draft) {
+    state.drafts.delete(id);
+    applyDraftTo(message, draft);
+  }
+  return message;
+}
+
+// The text the user should see: a running reply shows its newest draft (the whole text so far),
+// an ended one its content, which the server set from the final state or, on cancel, from the
+// last draft.
+function shownText(message) {
+  if (ACTIVE.has(message.status) && message.draft !== null) {
+    return message.draft.length >= message.content.length ? message.draft : message.content;
+  }
+  return message.content;
+}
+
+function applyDraftTo(message, draft) {
+  if (draft.seq <= message.draftSeq) return false;
+  message.draftSeq = draft.seq;
+  message.draft = draft.draft_content;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering
+
+function formatTime(iso) {
+  const date = new Date(iso);
+  if (Number.isNaN(date.getTime())) return '';
+  return date.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+}
+
+function renderChats() {
+  const list = els.chatList;
+  list.replaceChildren();
+  for (const chat of state.chats) {
+    const item = document.createElement('li');
+    const link = document.createElement('a');
+    link.href = `#chat=${chat.id}`;
+    link.className = 'chat-link';
+    link.dataset.testid = 'chat-item';
+    link.dataset.chatId = chat.id;
+    if (chat.id === state.chatId) link.setAttribute('aria-current', 'page');
+    const title = document.createElement('span');
+    title.className = 'chat-link-title';
+    title.textContent = chat.title || 'Untitled chat';
+    const when = document.createElement('span');
+    when.className = 'chat-link-time';
+    when.textContent = formatTime(chat.updatedAt || chat.createdAt);
+    link.append(title, when);
+    item.append(link);
+    list.append(item);
+  }
+  const current = state.chats.find((chat) => chat.id === state.chatId);
+  els.title.textContent = current ? current.title || 'Untitled chat' : 'Chat';
+  document.title = `${els.title.textContent} · Handoff`;
+}
+
+const CHIP_TEXT = {
+  pending: 'running',
+  approval: 'needs approval',
+  completed: 'done',
+  error: 'failed',
+  stopped: 'stopped',
+};
+
+function renderProgress(node, message) {
+  const progress = message.progress || [];
+  node.hidden = !progress.length;
+  node.replaceChildren(
+    ...progress.map((call) => {
+      // A call still pending when its message ended never finished.
+      let status = call.status;
+      if (status === 'pending' && ENDED.has(message.status)) status = 'stopped';
+      else if (status === 'pending' && message.pendingApproval?.toolCallId === call.id) {
+        status = message.status === 'awaiting_approval' ? 'approval' : status;
+      }
+      const chip = document.createElement('li');
+      chip.className = 'chip';
+      chip.dataset.testid = 'progress-chip';
+      chip.dataset.status = status;
+      chip.dataset.toolCallId = call.id;
+      const name = document.createElement('span');
+      name.className = 'chip-name';
+      name.textContent = call.name;
+      const text = document.createElement('span');
+      text.className = 'chip-status';
+      text.textContent = CHIP_TEXT[status] || status;
+      chip.append(name, text);
+      return chip;
+    }),
+  );
+}
+
+function renderApproval(bubble, message) {
+  const pending = message.pendingApproval;
+  const existing = $('approval', bubble);
+  const show =
+    message.status === 'awaiting_approval' && pending && !message.decided.has(pending.toolCallId);
+  if (!show) {
+    existing?.remove();
+    return;
+  }
+  if (existing && existing.dataset.toolCallId === pending.toolCallId) return;
+  existing?.remove();
+  const card = els.approvalTemplate.content.firstElementChild.cloneNode(true);
+  card.dataset.toolCallId = pending.toolCallId;
+  $('approval-tool', card).textContent = pending.name;
+  $('approval-args', card).textContent = JSON.stringify(pending.args ?? {}, null, 2);
+  const note = $('approval-note', card);
+  const decide = async (approved) => {
+    const buttons = card.querySelectorAll('button');
+    buttons.forEach((button) => { button.disabled = true; });
+    const error = $('approval-error', card);
+    error.hidden = true;
+    try {
+      const body = { approved };
+      if (note.value.trim()) body.note = note.value.trim();
+      await api(
+        state.session,
+        `/api/chat/${state.chatId}/approvals/${encodeURIComponent(pending.toolCallId)}`,
+        { method: 'POST', body },
+      );
+      message.decided.add(pending.toolCallId);
+      renderMessage(message);
+    } catch (failure) {
+      if (failure.code === 'approval_already_decided' || failure.code === 'approval_not_found') {
+        message.decided.add(pending.toolCallId);
+        renderMessage(message);
+        showComposerError(failure.message);
+        return;
+      }
+      error.textContent = failure.message;
+      error.hidden = false;
+      buttons.forEach((button) => { button.disabled = false; });
+    }
+  };
+  $('approve', card).addEventListener('click', () => decide(true));
+  $('reject', card).addEventListener('click', () => decide(false));
+  $('message-text', bubble).after(card);
+}
+
+function isStreamingHere(message) {
+  for (const turn of state.turns) {
+    if (turn.streaming && turn.assistantMessageId === message.id) return true;
+  }
+  return false;
+}
+
+function renderMessage(message) {
+  let node = els.messages.querySelector(`[data-message-id="${CSS.escape(message.id)}"]`);
+  if (!node) {
+    node = els.messageTemplate.content.firstElementChild.cloneNode(true);
+    node.dataset.messageId = message.id;
+    els.messages.append(node);
+  }
+  const streamingHere = isStreamingHere(message);
+  const status = streamingHere ? 'streaming' : message.status;
+  const pending = message.pendingApproval;
+  const askingUser =
+    message.status === 'awaiting_approval' && pending && !message.decided.has(pending.toolCallId);
+  const background =
+    !streamingHere &&
+    (message.status === 'queued' ||
+      message.status === 'streaming' ||
+      (message.status === 'awaiting_approval' && !askingUser));
+  node.dataset.role = message.role;
+  node.dataset.status = status;
+  node.dataset.phase = streamingHere ? 'quick' : background ? 'background' : message.status;
+  node.className = `message message-${message.role} status-${status}`;
+  const bubble = node.querySelector('.bubble');
+  // Screen readers wait for the finished text instead of reading every token.
+  bubble.setAttribute('aria-busy', String(ACTIVE.has(status) && !askingUser));
+
+  const text = shownText(message);
+  const textNode = $('message-text', node);
+  if (textNode.textContent !== text) textNode.textContent = text;
+
+  const label = $('message-label', node);
+  let labelText = '';
+  if (message.role === 'assistant' && !streamingHere) {
+    labelText = askingUser ? 'Waiting for your approval' : STATUS_LABELS[message.status] || '';
+  }
+  label.hidden = !labelText;
+  label.textContent = labelText;
+
+  renderProgress($('progress', node), message);
+  const indicator = $('handoff-indicator', node);
+  indicator.hidden = !background;
+  // An enqueued message's reply has not begun: it waits for the one ahead of it.
+  indicator.querySelector('.handoff-text').textContent =
+    message.status === 'queued' && !text
+      ? 'Queued: starts when the reply before it ends…'
+      : 'Continuing in the background…';
+  renderApproval(bubble, message);
+}
+
+function renderAll() {
+  const ids = new Set(state.messages.keys());
+  for (const node of [...els.messages.children]) {
+    if (!ids.has(node.dataset.messageId)) node.remove();
+  }
+  for (const message of state.messages.values()) renderMessage(message);
+  // Keep DOM order equal to the map's order.
+  for (const message of state.messages.values()) {
+    const node = els.messages.querySelector(`[data-message-id="${CSS.escape(message.id)}"]`);
+    els.messages.append(node);
+  }
+  afterRender();
+}
+
+let stickToBottom = true;
+
+function afterRender() {
+  els.empty.hidden = state.messages.size > 0;
+  updateControls();
+  if (stickToBottom) els.messages.scrollTop = els.messages.scrollHeight;
+}
+
+function rerender(message) {
+  renderMessage(message);
+  afterRender();
+}
+
+function activeReply() {
+  for (const message of [...state.messages.values()].reverse()) {
+    if (message.role === 'assistant' && ACTIVE.has(message.status)) return message;
+  }
+  return null;
+}
+
+function updateControls() {
+  const running = state.turns.size > 0 || Boolean(activeReply());
+  els.cancel.disabled = !running || !state.chatId;
+  els.send.disabled = !state.chatId || state.sending;
+}
+
+function showBanner(text) {
+  els.banner.textContent = text;
+  els.banner.hidden = !text;
+}
+
+function showComposerError(text) {
+  els.composerError.textContent = text;
+  els.composerError.hidden = !text;
+}
+
+function setFeedState(kind, text) {
+  els.feedStatus.dataset.state = kind;
+  els.feedStatus.textContent = text;
+}
+
+// ---------------------------------------------------------------------------------------------
+// History and the change feed
+
+function fromHistory(row) {
+  const message = blankMessage(row.id, row.role);
+  Object.assign(message, {
+    content: row.content,
+    status: row.status,
+    createdAt: row.createdAt,
+    parentMessageId: row.parentMessageId,
+    pendingApproval: row.pendingApproval ?? null,
+    progress: row.progress ?? [],
+  });
+  return message;
+}
+
+async function loadHistory(generation) {
+  let messages;
+  try {
+    ({ messages } = await api(state.session, `/api/chat/${state.chatId}/history`));
+  } catch (error) {
+    // Changes held back for the history are not held for ever.
+    if (generation === state.generation) applyBuffered();
+    throw error;
+  }
+  if (generation !== state.generation) return;
+  const previous = state.messages;
+  state.messages = new Map();
+  for (const row of messages) {
+    if (row.stale || (row.role !== 'user' && row.role !== 'assistant')) continue;
+    const message = fromHistory(row);
+    const known = previous.get(row.id);
+    if (known) {
+      // Keep what this page already holds that history does not carry.
+      message.draft = known.draft;
+      message.draftSeq = known.draftSeq;
+      message.decided = known.decided;
+      message.local = known.local;
+      if (isStreamingHere(known)) message.content = known.content;
+    }
+    state.messages.set(row.id, message);
+  }
+  // Bubbles of the turn in flight that the server has not stored yet stay at the end.
+  for (const [id, message] of previous) {
+    if (!state.messages.has(id) && message.local) state.messages.set(id, message);
+  }
+  applyBuffered();
+}
+
+function applyBuffered() {
+  const buffered = state.buffered || [];
+  state.buffered = null;
+  for (const payload of buffered) applyChange(payload, false);
+  renderAll();
+}
+
+function onMessageRow(row) {
+  if (row.assistant_id && row.assistant_id !== ASSISTANT_ID) return null;
+  if (row.role !== 'user' && row.role !== 'assistant') return null;
+  const metadata = row.metadata || {};
+  if (metadata.stale) {
+    state.messages.delete(row.id);
+    return null;
+  }
+  const message = upsert(row.id, row.role);
+  // The quick path's own stream is ahead of any stored row while it lasts.
+  if (!isStreamingHere(message) || ENDED.has(row.status)) message.content = row.content;
+  message.status = row.status;
+  message.createdAt = row.created_at || message.createdAt;
+  message.parentMessageId = row.parent_message_id;
+  message.pendingApproval = metadata.pendingApproval ?? null;
+  if (metadata.snapshot && Array.isArray(metadata.snapshot.progress)) {
+    message.progress = metadata.snapshot.progress;
+  }
+  message.local = false;
+  return message;
+}
+
+function onDraftRow(row) {
+  const message = state.messages.get(row.message_id);
+  if (!message) {
+    const held = state.drafts.get(row.message_id);
+    if (!held || held.seq < row.seq) state.drafts.set(row.message_id, row);
+    return null;
+  }
+  return applyDraftTo(message, row) ? message : null;
+}
+
+function applyChange(payload, render = true) {
+  if (state.buffered) {
+    state.buffered.push(payload);
+    return;
+  }
+  const row = payload.new;
+  if (!row) return;
+  const message = payload.table === 'message' ? onMessageRow(row) : onDraftRow(row);
+  if (!render) return;
+  if (message) rerender(message);
+  else if (payload.table === 'message') renderAll();
+}
+
+function subscribe(chatId, generation) {
+  state.buffered = [];
+  state.feedUp = false;
+  setFeedState('connecting', 'Connecting…');
+  const channel = devChannel(state.session, chatId);
+  const filter = `chat_id=eq.${chatId}`;
+  channel
+    .on('postgres_changes', { event: '*', schema: 'public', table: 'message', filter }, applyChange)
+    .on(
+      'postgres_changes',
+      { event: '*', schema: 'public', table: 'message_draft', filter },
+      applyChange,
+    )
+    .subscribe((status, error) => {
+      if (generation !== state.generation) return;
+      if (status === 'SUBSCRIBED') {
+        state.feedUp = true;
+        setFeedState('live', 'Live');
+        showBanner('');
+        // Subscribed first, history second: nothing that happens in between is missed.
+        state.buffered = state.buffered || [];
+        loadHistory(generation).catch(reportLoadError);
+      } else if (status === 'CHANNEL_ERROR') {
+        state.feedUp = false;
+        const unavailable = error && error.code === 'change_feed_unavailable';
+        setFeedState('down', unavailable ? 'No live updates' : 'Reconnecting…');
+        if (unavailable) showBanner(`Live updates are off: ${error.message}`);
+        else if (error && error.status >= 400) showBanner(error.message);
+        // Until the feed is back, show what is stored (and poll it while a reply runs).
+        state.buffered = null;
+        loadHistory(generation).catch(reportLoadError);
+      }
+    });
+  return channel;
+}
+
+function reportLoadError(error) {
+  if (error.name === 'AbortError') return;
+  showBanner(`Could not load this chat: ${error.message}`);
+}
+
+// Without a change feed the page polls the stored history while a reply runs.
+setInterval(() => {
+  if (state.session && state.chatId && !state.feedUp && !state.buffered && activeReply()) {
+    loadHistory(state.generation).catch(() => {});
+  }
+}, 1500);
+
+// ---------------------------------------------------------------------------------------------
+// Chats
+
+function chatFromHash() {
+  const match = /(?:^#|&)chat=([0-9a-fA-F-]{36})/.exec(window.location.hash);
+  return match ? match[1].toLowerCase() : null;
+}
+
+async function loadChats() {
+  const { chats } = await api(state.session, '/api/chats');
+  state.chats = chats;
+  renderChats();
+}
+
+function openChat(chatId) {
+  if (chatId === state.chatId && state.channel) return;
+  state.generation += 1;
+  const generation = state.generation;
+  state.channel?.unsubscribe();
+  state.channel = null;
+  for (const turn of state.turns) turn.controller.abort();
+  state.turns = new Set();
+  state.sending = false;
+  state.chatId = chatId;
+  state.messages = new Map();
+  state.drafts = new Map();
+  els.messages.replaceChildren();
+  showComposerError('');
+  showBanner('');
+  if (window.location.hash !== `#chat=${chatId}`) {
+    history.replaceState(null, '', `#chat=${chatId}`);
+  }
+  renderChats();
+  afterRender();
+  state.channel = subscribe(chatId, generation);
+}
+
+async function newChat() {
+  els.newChat.disabled = true;
+  try {
+    const chat = await api(state.session, '/api/chats', { method: 'POST', body: {} });
+    state.chats = [chat, ...state.chats.filter((c) => c.id !== chat.id)];
+    window.location.hash = `chat=${chat.id}`;
+    openChat(chat.id);
+    els.input.focus();
+  } catch (error) {
+    showBanner(`Could not create a chat: ${error.message}`);
+  } finally {
+    els.newChat.disabled = false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending, canceling
+
+async function send() {
+  const content = els.input.value;
+  if (!content.trim() || !state.chatId || state.sending) return;
+  showComposerError('');
+  const chatId = state.chatId;
+  const generation = state.generation;
+  const userMessage = upsert(uuid4(), 'user');
+  Object.assign(userMessage, { content, status: 'completed', local: true });
+  const controller = new AbortController();
+  state.sending = true;
+  els.input.value = '';
+  stickToBottom = true;
+  rerender(userMessage);
+
+  const current = () => generation === state.generation;
+  const refused = (text) => {
+    if (!current()) return;
+    state.sending = false;
+    state.messages.delete(userMessage.id);
+    // The typed text goes back unless something new was typed meanwhile.
+    if (!els.input.value) els.input.value = content;
+    showComposerError(text);
+    renderAll();
+  };
+
+  let response;
+  try {
+    response = await fetch('/api/chat/respond', {
+      method: 'POST',
+      headers: {
+        Authorization: `Bearer ${state.session.token}`,
+        'Content-Type': 'application/json',
+        Accept: 'text/event-stream',
+      },
+      body: JSON.stringify({
+        chatId,
+        content,
+        userMessageId: userMessage.id,
+        multitaskStrategy: els.strategy.value,
+      }),
+      signal: controller.signal,
+    });
+  } catch (error) {
+    if (error.name !== 'AbortError') {
+      refused('Not sent: the server cannot be reached. Your message is still in the box.');
+    }
+    return;
+  }
+  if (!response.ok) {
+    const error = await errorOf(response);
+    refused(`Not sent: ${error.message}`);
+    return;
+  }
+  if (!current()) {
+    controller.abort();
+    return;
+  }
+  // Accepted: another message may follow now (its strategy decides what happens to this one).
+  state.sending = false;
+  const turn = { controller, streaming: false, assistantMessageId: null };
+  state.turns.add(turn);
+  updateControls();
+
+  let assistant = null;
+  try {
+    await readSse(response, (event, data) => {
+      if (!current()) return;
+      if (event === 'metadata') {
+        turn.assistantMessageId = data.assistantMessageId;
+        turn.streaming = true;
+        const stored = state.messages.has(data.assistantMessageId);
+        assistant = upsert(data.assistantMessageId, 'assistant');
+        assistant.local = !stored;
+        assistant.parentMessageId = data.userMessageId;
+        rerender(assistant);
+      } else if (event === 'token' && assistant) {
+        assistant.content += data.text;
+        rerender(assistant);
+      } else if (event === 'handoff' && assistant) {
+        turn.streaming = false;
+        // The stored row may have been seen already: never step back from what it said.
+        if (assistant.status === 'streaming') assistant.status = 'queued';
+        rerender(assistant);
+      } else if (event === 'done' && assistant) {
+        turn.streaming = false;
+        assistant.content = data.content;
+        assistant.status = 'completed';
+        rerender(assistant);
+      } else if (event === 'error') {
+        turn.streaming = false;
+        assistant = assistant || upsert(turn.assistantMessageId || uuid4(), 'assistant');
+        if (data.code === 'interrupted') {
+          // A cancel or a newer message took its place: what was streamed is kept, canceled.
+          assistant.status = 'canceled';
+        } else {
+          assistant.status = 'error';
+          assistant.content = data.message;
+        }
+        rerender(assistant);
+      }
+    });
+  } catch (error) {
+    if (error.name === 'AbortError' || !current()) return;
+    showComposerError('The connection dropped while the reply streamed; it goes on on the server.');
+  } finally {
+    turn.streaming = false;
+    state.turns.delete(turn);
+    if (current()) {
+      if (assistant) rerender(assistant);
+      updateControls();
+    }
+  }
+}
+
+async function cancel() {
+  if (!state.chatId) return;
+  els.cancel.disabled = true;
+  showComposerError('');
+  try {
+    const result = await api(state.session, `/api/chat/${state.chatId}/cancel`, {
+      method: 'POST',
+      body: {},
+    });
+    if (!state.feedUp && result && result.canceled) {
+      await loadHistory(state.generation);
+    }
+  } catch (error) {
+    showComposerError(`Could not cancel: ${error.message}`);
+  } finally {
+    updateControls();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Start
+
+async function start() {
+  Object.assign(els, {
+    chatList: $('chat-list'),
+    newChat: $('new-chat'),
+    title: $('chat-title'),
+    feedStatus: $('feed-status'),
+    banner: $('error-banner'),
+    messages: $('messages'),
+    empty: $('empty'),
+    form: $('composer'),
+    input: $('composer-input'),
+    strategy: $('strategy'),
+    send: $('send'),
+    cancel: $('cancel'),
+    composerError: $('composer-error'),
+    userEmail: $('user-email'),
+    messageTemplate: document.getElementById('message-template'),
+    approvalTemplate: document.getElementById('approval-template'),
+  });
+  els.form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    send();
+  });
+  els.input.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      send();
+    }
+  });
+  els.cancel.addEventListener('click', cancel);
+  for (const example of document.querySelectorAll('[data-testid="example"]')) {
+    example.addEventListener('click', () => {
+      els.input.value = example.dataset.example;
+      els.input.focus();
+    });
+  }
+  els.newChat.addEventListener('click', newChat);
+  els.messages.addEventListener('scroll', () => {
+    const { scrollTop, scrollHeight, clientHeight } = els.messages;
+    stickToBottom = scrollHeight - scrollTop - clientHeight < 48;
+  });
+  window.addEventListener('hashchange', () => {
+    const chatId = chatFromHash();
+    if (chatId && chatId !== state.chatId) openChat(chatId);
+  });
+  updateControls();
+
+  try {
+    state.session = await api(null, '/api/dev/session');
+  } catch (error) {
+    showBanner(`Could not start a session: ${error.message}`);
+    setFeedState('down', 'Offline');
+    return;
+  }
+  els.userEmail.textContent = state.session.email;
+  try {
+    await loadChats();
+  } catch (error) {
+    showBanner(`Could not list your chats: ${error.message}`);
+  }
+  const wanted = chatFromHash();
+  openChat(wanted || state.session.chatId);
+  els.input.focus();
+}
+
+start();
