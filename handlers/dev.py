@@ -18,6 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from handlers import changes
 from handlers.errors import ApiError
 
 PAGE_DIR = Path(__file__).resolve().parent / "dev_page"
@@ -64,4 +65,5 @@ def install_dev_routes(app: FastAPI, session: DevSession) -> None:
         )
 
     app.include_router(router)
+    app.include_router(changes.router)
     app.mount("/dev", StaticFiles(directory=PAGE_DIR), name="dev-page")

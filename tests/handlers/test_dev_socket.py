@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from handlers.cli import _bound_socket
+from handlers.dev_server import _bound_socket
 
 
 async def test_connections_to_the_dev_server_port_disable_nagle() -> None:
