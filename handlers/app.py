@@ -40,6 +40,9 @@ def create_app(
         # Let turns that are still persisting finish before the pool goes away.
         if app.state.turns:
             await asyncio.wait(app.state.turns, timeout=30)
+        # `handoff dev`'s change feed releases its replication slot before the pool goes.
+        if (feed := getattr(app.state, "change_feed", None)) is not None:
+            await feed.close()
         await services.close()
 
     app = FastAPI(title="Handoff", version="0.1.0", lifespan=lifespan)

@@ -16,6 +16,7 @@ import jwt
 from handlers.app import create_app
 from handlers.dev import DevSession, install_dev_routes
 from infra import chat_store
+from infra.change_feed import WAL_LEVEL_SQL
 from infra.chat_store import ChatId, UserId
 from infra.db import connect
 from infra.embedded_pg import start_embedded_postgres
@@ -50,6 +51,18 @@ async def seed_demo(database_url: str) -> None:
         await chat_store.create_chat(conn, DEMO_CHAT_ID, DEMO_USER_ID, "Demo chat")
 
 
+async def warn_without_logical_decoding(database_url: str) -> None:
+    async with await connect(database_url) as conn:
+        row = await (await conn.execute(WAL_LEVEL_SQL)).fetchone()
+    if row is not None and row["wal_level"] != "logical":
+        print(
+            f"Note: this Postgres runs with wal_level={row['wal_level']}, so the chat page cannot"
+            " follow background work live and `handoff chat` polls instead. For live progress:"
+            " ALTER SYSTEM SET wal_level = logical, then restart Postgres.",
+            flush=True,
+        )
+
+
 async def dev_server(settings: Settings, host: str, port: int) -> None:
     updates: dict[str, object] = {}
     if not settings.database_url:
@@ -73,6 +86,7 @@ async def dev_server(settings: Settings, host: str, port: int) -> None:
     applied = await migrate(settings.database_url)
     print(f"migrations: {len(applied)} applied", flush=True)
     await seed_demo(settings.database_url)
+    await warn_without_logical_decoding(settings.database_url)
 
     app = create_app(settings)
     secret = settings.supabase_jwt_secret.get_secret_value()
