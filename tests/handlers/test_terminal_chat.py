@@ -148,3 +148,16 @@ async def test_without_a_dev_server_it_says_how_to_start_one() -> None:
     assert chat.err == (
         "handoff chat: no Handoff dev server at http://127.0.0.1:9: start one with `handoff dev`\n"
     )
+
+
+async def test_without_logical_decoding_it_polls_and_still_finishes(
+    replica_database_url: str,
+) -> None:
+    async with handoff_dev(replica_database_url, SCRIPTED_TOKEN_DELAY_MS="5") as origin:
+        chat = await handoff_chat(origin, "/calc 6*7\nAnd then?")
+    assert chat.status == 0, chat.err
+    assert "(live progress unavailable: The database runs with wal_level=replica;" in chat.out
+    # The database is shared with other tests: only the demo chat is this test's.
+    [reply] = await fetch(replica_database_url, REPLY_SQL + " and chat_id = %s", DEMO_CHAT_ID)
+    assert reply["status"] == "completed"
+    assert chat.out.rstrip("\n").endswith(reply["content"].rsplit("\n", 1)[-1])
