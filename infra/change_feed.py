@@ -143,6 +143,25 @@ async def visible_changes(
     ]
 
 
+async def create_slot(conn: Conn, slot: str) -> None:
+    """A temporary pgoutput slot on `conn`; ChangeFeedUnavailable, saying what to change,
+    when the server cannot have one."""
+    row = await (await conn.execute(WAL_LEVEL_SQL)).fetchone()
+    level = row["wal_level"] if row else "unknown"
+    if level != "logical":
+        raise ChangeFeedUnavailable(
+            f"The database runs with wal_level={level}; the change feed needs logical decoding."
+            " Run `ALTER SYSTEM SET wal_level = logical` as a superuser and restart Postgres."
+        )
+    try:
+        await conn.execute(CREATE_SLOT_SQL, (slot,))
+    except psycopg.errors.InsufficientPrivilege as error:
+        raise ChangeFeedUnavailable(f"Cannot create a replication slot: {error}") from error
+    except psycopg.errors.ConfigurationLimitExceeded as error:
+        hint = "raise max_replication_slots or drop unused slots"
+        raise ChangeFeedUnavailable(f"{error}: {hint}.") from error
+
+
 class Subscription:
     """One chat's changes for one user. Every change committed after `ChangeFeed.subscribe`
     returned it is delivered (some committed shortly before may be too), in commit order."""
@@ -278,22 +297,7 @@ class ChangeFeed:
         conn = await connect(self._database_url)
         slot = f"handoff_dev_{uuid.uuid4().hex[:16]}"
         try:
-            row = await (await conn.execute(WAL_LEVEL_SQL)).fetchone()
-            if row is None or row["wal_level"] != "logical":
-                raise ChangeFeedUnavailable(
-                    f"The database runs with wal_level={row and row['wal_level']}; the change"
-                    " feed needs logical decoding. Run `ALTER SYSTEM SET wal_level = logical`"
-                    " as a superuser and restart the Postgres server."
-                )
-            await conn.execute(CREATE_SLOT_SQL, (slot,))
-        except psycopg.errors.InsufficientPrivilege as error:
-            await conn.close()
-            raise ChangeFeedUnavailable(f"Cannot create a replication slot: {error}") from error
-        except psycopg.errors.ConfigurationLimitExceeded as error:
-            await conn.close()
-            raise ChangeFeedUnavailable(
-                f"{error}: raise max_replication_slots or drop unused slots."
-            ) from error
+            await create_slot(conn, slot)
         except BaseException:
             await conn.close()
             raise
