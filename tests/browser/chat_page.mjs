@@ -1,0 +1,441 @@
+// Drives the development chat page in a real Chromium, as a person would, and prints a JSON
+// report of what the page showed and when.
+//
+//   node tests/browser/chat_page.mjs <origin> <output dir> <playwright-core dir>
+//
+// Debian's Chromium runs the page; playwright-core only drives it (it never downloads a browser).
+// Times in the report are milliseconds since the key press or click that sent the message.
+
+import { mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+const [origin, outDir, playwrightDir] = process.argv.slice(2);
+if (!origin || !outDir || !playwrightDir) {
+  console.error('usage: chat_page.mjs <origin> <output dir> <playwright-core dir>');
+  process.exit(2);
+}
+const { chromium } = createRequire(import.meta.url)(playwrightDir);
+
+const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+const STEP_TIMEOUT_MS = 20_000;
+
+// Runs in the page before its scripts: every change to an assistant bubble becomes a timeline
+// entry (coalesced to one per task), with the page's own clock.
+function recordTimeline() {
+  const timeline = [];
+  const last = new Map();
+  window.__timeline = timeline;
+  // Change feed streams this page holds open: a chat switch must leave exactly one.
+  window.__feeds = { opened: 0, open: 0 };
+  const fetch = window.fetch.bind(window);
+  window.fetch = (input, init = {}) => {
+    if (!String(input).endsWith('/changes')) return fetch(input, init);
+    window.__feeds.opened += 1;
+    window.__feeds.open += 1;
+    let closed = false;
+    const close = () => {
+      if (!closed) window.__feeds.open -= 1;
+      closed = true;
+    };
+    init.signal?.addEventListener('abort', close);
+    return fetch(input, init).then(
+      (response) => {
+        if (!response.ok) close();
+        return response;
+      },
+      (error) => {
+        close();
+        throw error;
+      },
+    );
+  };
+  const visible = (node) => Boolean(node) && !node.hidden && node.getClientRects().length > 0;
+  const snapshot = () => {
+    const at = performance.now();
+    for (const node of document.querySelectorAll('[data-testid="message"][data-role="assistant"]')) {
+      const id = node.dataset.messageId;
+      const text = node.querySelector('[data-testid="message-text"]')?.textContent ?? '';
+      const entry = {
+        id,
+        status: node.dataset.status,
+        phase: node.dataset.phase,
+        length: text.length,
+        text,
+        indicator: visible(node.querySelector('[data-testid="handoff-indicator"]')),
+        label: visible(node.querySelector('[data-testid="message-label"]'))
+          ? node.querySelector('[data-testid="message-label"]').textContent
+          : '',
+        chips: [...node.querySelectorAll('[data-testid="progress-chip"]')].map(
+          (chip) => `${chip.querySelector('.chip-name')?.textContent}:${chip.dataset.status}`,
+        ),
+        approval: visible(node.querySelector('[data-testid="approval"]')),
+      };
+      const key = JSON.stringify({ ...entry, id: undefined });
+      if (last.get(id) === key) continue;
+      last.set(id, key);
+      timeline.push({ at, ...entry });
+    }
+  };
+  let queued = false;
+  const observer = new MutationObserver(() => {
+    if (queued) return;
+    queued = true;
+    queueMicrotask(() => {
+      queued = false;
+      snapshot();
+    });
+  });
+  const start = () =>
+    observer.observe(document.documentElement, {
+      subtree: true,
+      childList: true,
+      characterData: true,
+      attributes: true,
+    });
+  if (document.documentElement) start();
+  else document.addEventListener('readystatechange', start, { once: true });
+}
+
+const round = (ms) => Math.round(ms);
+
+async function lastAssistantId(page, previous) {
+  const handle = await page.waitForFunction(
+    (before) => {
+      const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+      const id = nodes.length ? nodes[nodes.length - 1].dataset.messageId : null;
+      return id && id !== before ? id : null;
+    },
+    previous,
+    { timeout: STEP_TIMEOUT_MS },
+  );
+  return handle.jsonValue();
+}
+
+async function waitForStatus(page, id, status) {
+  await page.waitForSelector(
+    `[data-testid="message"][data-message-id="${id}"][data-status="${status}"]`,
+    { timeout: STEP_TIMEOUT_MS },
+  );
+}
+
+async function timelineOf(page, id, t0) {
+  const entries = await page.evaluate(
+    (messageId) => window.__timeline.filter((entry) => entry.id === messageId),
+    id,
+  );
+  return entries.map((entry) => ({ ...entry, at: round(entry.at - t0) }));
+}
+
+// Counts distinct, strictly increasing text lengths among entries.
+function growth(entries) {
+  const lengths = [];
+  for (const entry of entries) {
+    if (!lengths.length || entry.length > lengths[lengths.length - 1]) lengths.push(entry.length);
+  }
+  return lengths;
+}
+
+async function bubble(page, id) {
+  const node = page.locator(`[data-testid="message"][data-message-id="${id}"]`);
+  return {
+    status: await node.getAttribute('data-status'),
+    text: await node.getByTestId('message-text').textContent(),
+    label: (await node.getByTestId('message-label').isVisible())
+      ? await node.getByTestId('message-label').textContent()
+      : '',
+    indicatorVisible: await node.getByTestId('handoff-indicator').isVisible(),
+  };
+}
+
+async function sendWithKeyboard(page, lines) {
+  const input = page.getByTestId('composer-input');
+  await input.click();
+  for (const [i, line] of lines.entries()) {
+    if (i) await page.keyboard.press('Shift+Enter');
+    await page.keyboard.type(line);
+  }
+  const t0 = await page.evaluate(() => performance.now());
+  await page.keyboard.press('Enter');
+  return t0;
+}
+
+async function sendWithClick(page, text) {
+  await page.getByTestId('composer-input').fill(text);
+  const t0 = await page.evaluate(() => performance.now());
+  await page.getByTestId('send').click();
+  return t0;
+}
+
+// 1) A turn that hands off: quick-path tokens, then the background draft, then the final text.
+async function handoffTurn(page, outDir) {
+  const lines = ['/sleep 2', 'What is the weather like?'];
+  const before = await page.evaluate(() => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+    return nodes.length ? nodes[nodes.length - 1].dataset.messageId : null;
+  });
+  const t0 = await sendWithKeyboard(page, lines);
+  const userBubbleShown = await page
+    .locator('[data-testid="message"][data-role="user"]')
+    .last()
+    .getByTestId('message-text')
+    .textContent();
+  const inputAfterSend = await page.getByTestId('composer-input').inputValue();
+  const id = await lastAssistantId(page, before);
+  const indicator = page.locator(
+    `[data-testid="message"][data-message-id="${id}"] [data-testid="handoff-indicator"]`,
+  );
+  await indicator.waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
+  const cancelEnabledInBackground = await page.getByTestId('cancel').isEnabled();
+  // The moment of the handoff: the tool runs, the chips show it.
+  await page
+    .locator(`[data-testid="message"][data-message-id="${id}"] [data-testid="progress-chip"]`)
+    .first()
+    .waitFor({ timeout: STEP_TIMEOUT_MS });
+  const backgroundShot = join(outDir, 'chat_page_background.png');
+  await page.screenshot({ path: backgroundShot, fullPage: true });
+  await waitForStatus(page, id, 'completed');
+  await indicator.waitFor({ state: 'hidden', timeout: STEP_TIMEOUT_MS });
+  const entries = await timelineOf(page, id, t0);
+  const firstText = entries.find((entry) => entry.length > 0);
+  const firstIndicator = entries.find((entry) => entry.indicator);
+  const quick = entries.filter((entry) => entry.phase === 'quick');
+  const withIndicator = entries.filter((entry) => entry.indicator);
+  const completed = entries.find((entry) => entry.status === 'completed' && !entry.indicator);
+  const shown = await bubble(page, id);
+  return {
+    sent: lines.join('\n'),
+    userBubbleShown,
+    inputClearedOnSend: inputAfterSend === '',
+    assistantMessageId: id,
+    firstTokenMs: firstText ? firstText.at : null,
+    indicatorShownMs: firstIndicator ? firstIndicator.at : null,
+    completedMs: completed ? completed.at : null,
+    tokensBeforeIndicator: Boolean(
+      firstText && firstIndicator && firstText.at < firstIndicator.at && firstText.phase === 'quick',
+    ),
+    quickPathLengths: growth(quick),
+    textAtHandoff: firstIndicator ? firstIndicator.text : null,
+    draftLengthsWhileIndicator: growth(withIndicator),
+    draftTimesWhileIndicator: withIndicator
+      .filter((entry, i, all) => i === 0 || entry.length > all[i - 1].length)
+      .map((entry) => entry.at),
+    chipsSeen: [...new Set(entries.flatMap((entry) => entry.chips))],
+    cancelEnabledInBackground,
+    cancelEnabledAfter: await page.getByTestId('cancel').isEnabled(),
+    final: shown,
+    backgroundScreenshot: backgroundShot,
+    timeline: entries.map(({ text, ...rest }) => rest),
+  };
+}
+
+// 2) Cancel a turn in the background; meanwhile a second message is refused (409) and stays
+// in the box.
+async function canceledTurn(page) {
+  const before = await page.evaluate(() => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+    return nodes[nodes.length - 1].dataset.messageId;
+  });
+  const t0 = await sendWithClick(page, '/sleep 6');
+  const id = await lastAssistantId(page, before);
+  await page
+    .locator(`[data-testid="message"][data-message-id="${id}"] [data-testid="handoff-indicator"]`)
+    .waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
+
+  const refusedText = 'Are you still there?';
+  await page.getByTestId('composer-input').fill(refusedText);
+  await page.getByTestId('send').click();
+  const composerError = page.getByTestId('composer-error');
+  await composerError.waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
+  const refused = {
+    error: await composerError.textContent(),
+    keptInBox: await page.getByTestId('composer-input').inputValue(),
+    userBubbles: await page
+      .locator('[data-testid="message"][data-role="user"] [data-testid="message-text"]')
+      .allTextContents(),
+  };
+  await page.getByTestId('composer-input').fill('');
+
+  const clickedAt = round((await page.evaluate(() => performance.now())) - t0);
+  await page.getByTestId('cancel').click();
+  await waitForStatus(page, id, 'canceled');
+  const entries = await timelineOf(page, id, t0);
+  const canceled = entries.find((entry) => entry.status === 'canceled');
+  return {
+    assistantMessageId: id,
+    cancelClickedMs: clickedAt,
+    canceledShownMs: canceled ? canceled.at : null,
+    refusedWhileRunning: {
+      ...refused,
+      refusedTextInBubbles: refused.userBubbles.includes(refusedText),
+      userBubbles: undefined,
+    },
+    final: await bubble(page, id),
+    cancelEnabledAfter: await page.getByTestId('cancel').isEnabled(),
+  };
+}
+
+// 3) A tool that needs approval: the card, a click on Approve, the card gone, the turn done.
+async function approvedTurn(page) {
+  const before = await page.evaluate(() => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+    return nodes[nodes.length - 1].dataset.messageId;
+  });
+  await sendWithClick(page, '/send_email {"to": "ada@example.com", "subject": "Minutes"}');
+  const id = await lastAssistantId(page, before);
+  const card = page.locator(`[data-testid="message"][data-message-id="${id}"] [data-testid="approval"]`);
+  await card.waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
+  const tool = await card.getByTestId('approval-tool').textContent();
+  const args = JSON.parse(await card.getByTestId('approval-args').textContent());
+  await card.getByTestId('approval-note').fill('Looks right');
+  await card.getByTestId('approve').click();
+  await card.waitFor({ state: 'detached', timeout: STEP_TIMEOUT_MS });
+  await waitForStatus(page, id, 'completed');
+  return { assistantMessageId: id, tool, args, final: await bubble(page, id) };
+}
+
+// 4) A reload while the job runs: the page rebuilds from history and keeps following the job.
+async function reloadedTurn(page) {
+  const before = await page.evaluate(() => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+    return nodes[nodes.length - 1].dataset.messageId;
+  });
+  await sendWithClick(page, '/sleep 2');
+  const id = await lastAssistantId(page, before);
+  const selector = `[data-testid="message"][data-message-id="${id}"]`;
+  await page.locator(`${selector} [data-testid="handoff-indicator"]`).waitFor({
+    state: 'visible',
+    timeout: STEP_TIMEOUT_MS,
+  });
+  await page.reload();
+  await page.waitForSelector('[data-testid="feed-status"][data-state="live"]', {
+    timeout: STEP_TIMEOUT_MS,
+  });
+  await page.locator(selector).waitFor({ timeout: STEP_TIMEOUT_MS });
+  const afterReload = await bubble(page, id);
+  const t0 = await page.evaluate(() => performance.now());
+  await waitForStatus(page, id, 'completed');
+  const entries = await timelineOf(page, id, t0);
+  return {
+    assistantMessageId: id,
+    afterReload,
+    lengthsAfterReload: growth(entries),
+    final: await bubble(page, id),
+    messagesShown: await page.locator('[data-testid="message"]').count(),
+  };
+}
+
+// 5) A new chat, then back: the address follows, the old feed is closed.
+async function switchedChats(page) {
+  const demoHash = await page.evaluate(() => window.location.hash);
+  const demoMessages = await page.locator('[data-testid="message"]').count();
+  await page.getByTestId('new-chat').click();
+  await page.waitForFunction((hash) => window.location.hash !== hash, demoHash, {
+    timeout: STEP_TIMEOUT_MS,
+  });
+  await page.waitForSelector('[data-testid="feed-status"][data-state="live"]', {
+    timeout: STEP_TIMEOUT_MS,
+  });
+  await page.getByTestId('empty').waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
+  const fresh = {
+    hash: await page.evaluate(() => window.location.hash),
+    title: await page.getByTestId('chat-title').textContent(),
+    messages: await page.locator('[data-testid="message"]').count(),
+    chats: await page.getByTestId('chat-item').count(),
+    feeds: await page.evaluate(() => ({ ...window.__feeds })),
+  };
+  await page.locator(`[data-testid="chat-item"][href="${demoHash}"]`).click();
+  await page.waitForFunction(
+    (count) => document.querySelectorAll('[data-testid="message"]').length === count,
+    demoMessages,
+    { timeout: STEP_TIMEOUT_MS },
+  );
+  await page.waitForSelector('[data-testid="feed-status"][data-state="live"]', {
+    timeout: STEP_TIMEOUT_MS,
+  });
+  return {
+    fresh,
+    back: {
+      hash: await page.evaluate(() => window.location.hash),
+      messages: await page.locator('[data-testid="message"]').count(),
+      feeds: await page.evaluate(() => ({ ...window.__feeds })),
+    },
+    demoHash,
+    demoMessages,
+  };
+}
+
+async function main() {
+  mkdirSync(outDir, { recursive: true });
+  const started = Date.now();
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+  const problems = [];
+  try {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+    const page = await context.newPage();
+    page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    page.on('console', (message) => {
+      if (message.type() === 'error') problems.push(`console: ${message.text()}`);
+    });
+    page.on('requestfailed', (request) => {
+      // Aborted on purpose when a stream is left (chat switch, unload).
+      if (!/ERR_ABORTED/.test(request.failure()?.errorText ?? '')) {
+        problems.push(`request failed: ${request.url()} ${request.failure()?.errorText}`);
+      }
+    });
+    await page.addInitScript(recordTimeline);
+    await page.goto(`${origin}/`);
+    await page.waitForSelector('[data-testid="feed-status"][data-state="live"]', {
+      timeout: STEP_TIMEOUT_MS,
+    });
+    const selected = page.locator('[data-testid="chat-list"] [aria-current="page"]');
+    const opening = {
+      hash: await page.evaluate(() => window.location.hash),
+      selectedChatId: await selected.getAttribute('data-chat-id'),
+      selectedTitle: await selected.textContent(),
+      title: await page.getByTestId('chat-title').textContent(),
+    };
+    const handoff = await handoffTurn(page, outDir);
+    const cancel = await canceledTurn(page);
+    const approval = await approvedTurn(page);
+    const reload = await reloadedTurn(page);
+    const chats = await switchedChats(page);
+    // The refused message's 409 is logged by Chromium as a failed resource load.
+    const refusal = problems.findIndex((text) => /status of 409 \(Conflict\)/.test(text));
+    if (refusal >= 0) problems.splice(refusal, 1);
+    const screenshot = join(outDir, 'chat_page.png');
+    await page.screenshot({ path: screenshot, fullPage: true });
+    const report = {
+      origin,
+      opening,
+      handoff,
+      cancel,
+      approval,
+      reload,
+      chats,
+      screenshot,
+      problems,
+      elapsedMs: Date.now() - started,
+    };
+    process.stdout.write(`${JSON.stringify(report)}\n`);
+  } finally {
+    await browser.close();
+  }
+}
+
+main().catch((error) => {
+  console.error(error.stack || String(error));
+  process.exit(1);
+});
