@@ -90,7 +90,8 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_and_asks(
     async with handoff_dev(logical_database_url, SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS) as origin:
         report = await drive(node, origin, tmp_path)
     print(f"chat page screenshot: {report['screenshot']}")
-    print(json.dumps({k: v for k, v in report["handoff"].items() if k != "timeline"}, indent=1))
+    handoff = report["handoff"]
+    print(json.dumps({**report, "handoff": {k: v for k, v in handoff.items() if k != "timeline"}}))
     assert report["problems"] == []
     assert report["elapsedMs"] < 60_000
 
@@ -101,7 +102,6 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_and_asks(
     assert opening["title"] == "Demo chat"
 
     # Typed with Shift+Enter between the lines, sent with Enter, shown at once.
-    handoff = report["handoff"]
     assert handoff["userBubbleShown"] == "/sleep 2\nWhat is the weather like?"
     assert handoff["inputClearedOnSend"]
     # The quick path's tokens fill the bubble word by word before the handoff shows.
