@@ -31,6 +31,7 @@ from agent.state import AgentState, ToolInvocation
 from agent.threads import ThreadId, thread_config
 from infra import branches, chat_store
 from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
+from infra.db import Conn
 from infra.drafts import DraftWriter
 from infra.events import HandoffPayload
 from infra.job_control import hold_job
@@ -108,6 +109,9 @@ class Rounds:
                 as_node=TOOLS_NODE,
             )
             state = await graph.aget_state(config)
+            # Subscribers see the tools done before this round's text starts to stream.
+            async with (await self.services.pool()).connection() as conn:
+                await self._record_snapshot(conn, state)
         if AGENT_NODE in state.next:
             before = turn_text(state_values(state))
             await self._stream(graph, None, before + PARAGRAPH_BREAK if before else "")
@@ -148,10 +152,7 @@ class Rounds:
             head = await copy_new_checkpoints(
                 memory, durable_saver(conn), self.thread_id, known=known
             )
-            snapshot = render_agent_snapshot(state_values(state)).to_metadata()
-            await chat_store.record_snapshot(
-                conn, chat_store.MessageId(payload.root_message_id), snapshot
-            )
+            await self._record_snapshot(conn, state)
             if opening and payload.user_message_id is not None:
                 reply_id = chat_store.MessageId(payload.root_message_id)
                 branch = await branches.mark_user_message(
@@ -165,6 +166,11 @@ class Rounds:
                 )
                 await branches.mark_reply(conn, reply_id, branches.reply_marks(head, branch))
         return plan_from(state)
+
+    async def _record_snapshot(self, conn: Conn, state: StateSnapshot) -> None:
+        snapshot = render_agent_snapshot(state_values(state)).to_metadata()
+        message_id = chat_store.MessageId(self.payload.root_message_id)
+        await chat_store.record_snapshot(conn, message_id, snapshot)
 
     async def _stream(self, graph: AgentGraph, graph_input: AgentState | None, prefix: str) -> None:
         settings = self.services.settings

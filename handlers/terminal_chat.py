@@ -198,7 +198,7 @@ async def follow(
     ask: Ask | None,
 ) -> dict[str, Any]:
     """Show the background job's progress until its message ends; the final row."""
-    seq, asked = 0, set()
+    seq, progress, asked = 0, "", set()
     screen.line("")  # the streamed text ends its line; progress goes under it
     screen.set_status("continuing in the background")
     while True:
@@ -214,7 +214,8 @@ async def follow(
         if row["status"] in FINAL_STATUSES:
             final: dict[str, Any] = row
             return final
-        if progress := progress_text(row):
+        if (now := progress_text(row)) and now != progress:
+            progress = now
             screen.set_status(progress)
         pending = (row.get("metadata") or {}).get("pendingApproval")
         if row["status"] == "awaiting_approval" and pending and pending["toolCallId"] not in asked:
