@@ -19,6 +19,11 @@ from infra.chat_store import ChatId
 router = APIRouter()
 
 
+class Draft(BaseModel):
+    content: str
+    seq: int
+
+
 class HistoryMessage(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
@@ -36,6 +41,8 @@ class HistoryMessage(BaseModel):
     pending_approval: dict[str, Any] | None = None
     # The turn's tool calls and how they went (`render_agent_snapshot`'s progress).
     progress: list[dict[str, Any]] = []
+    # A reply still running in the background: its latest draft, as the change feed sends it.
+    draft: Draft | None = None
 
 
 class History(BaseModel):
@@ -57,6 +64,11 @@ def history_message(row: dict[str, Any]) -> HistoryMessage:
         edit_of=metadata.get("editOf"),
         pending_approval=metadata.get("pendingApproval"),
         progress=metadata.get("snapshot", {}).get("progress", []),
+        draft=(
+            Draft(content=row["draft_content"], seq=row["draft_seq"])
+            if row["draft_content"] is not None
+            else None
+        ),
     )
 
 

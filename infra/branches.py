@@ -56,10 +56,16 @@ where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
   and created_at >= %(since)s and id <> all(%(keep)s)
   and not coalesce((metadata ->> 'stale')::boolean, false)
 """
+# A reply still in the background comes with its latest draft (a page loaded mid-round shows
+# it rather than the quick path's text); an ended one with none.
 HISTORY_SQL = """
-select id, role, content, status, parent_message_id, metadata, created_at from public.message
-where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
-order by created_at, role desc
+select m.id, m.role, m.content, m.status, m.parent_message_id, m.metadata, m.created_at,
+  d.draft_content, d.seq as draft_seq
+from public.message m
+left join public.message_draft d
+  on d.message_id = m.id and m.status in ('queued', 'streaming', 'awaiting_approval')
+where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
+order by m.created_at, m.role desc
 """
 
 

@@ -9,7 +9,9 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from agent.threads import thread_config, thread_key
+from infra.chat_store import ChatId, MessageId
 from infra.db import connect
+from infra.drafts import DraftWriter
 from tests.support import Stack, create_user_with_chat, durable_messages, running_stack, token_for
 
 
@@ -150,3 +152,28 @@ async def test_only_the_owner_edits_or_reads_the_history(database_url: str) -> N
         assert edit.status_code == 404
         unauthenticated = await stack.http.get(f"/api/chat/{chat_id}/history")
         assert unauthenticated.status_code == 401
+
+
+async def test_a_reply_in_the_background_comes_with_its_latest_draft(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1"})
+        reply_id = events[-1][1]["assistantMessageId"]
+        # GIVEN the background job has written a draft of the reply (its tool still runs)
+        writer = DraftWriter(
+            await stack.app.state.services.pool(),
+            message_id=MessageId(uuid.UUID(reply_id)),
+            chat_id=ChatId(chat_id),
+        )
+        await writer.append("Let me use sleep for that.\n\nHere is")
+        await writer.flush()
+        # WHEN the page loads the history, THEN the reply carries the draft
+        [_, running] = await history(stack, token, chat_id)
+        assert running["status"] == "streaming"
+        assert running["draft"] == {"content": "Let me use sleep for that.\n\nHere is", "seq": 1}
+        # AND once the reply ended, no draft: its content is the answer
+        await stack.executor.wait_idle()
+        [_, done] = await history(stack, token, chat_id)
+    assert done["status"] == "completed"
+    assert done["draft"] is None
