@@ -53,6 +53,11 @@ def parse_tool_lines(text: str) -> list[tuple[str, dict[str, Any]]]:
     return calls
 
 
+def sentence(text: str) -> str:
+    """`text` ending in one full stop, not two when a quoted result already ends in one."""
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
 def parse_tool_rounds(text: str, known: set[str]) -> list[list[tuple[str, dict[str, Any]]]]:
     """Tool lines grouped into rounds: a `/then` line starts the next round."""
     rounds: list[list[tuple[str, dict[str, Any]]]] = []
@@ -106,7 +111,8 @@ class ScriptedChatModel(BaseChatModel):
                 break
             tail.append(message)
         found = " ".join(
-            f"{m.name or 'tool'} returned {str(m.content)[:QUOTE_LIMIT]!s}." for m in reversed(tail)
+            sentence(f"{m.name or 'tool'} returned {str(m.content)[:QUOTE_LIMIT]!s}")
+            for m in reversed(tail)
         )
         if rounds_done >= len(rounds):
             if tail:

@@ -285,6 +285,17 @@ async def test_then_line_starts_a_second_tool_round_after_the_first_results() ->
     assert str(last_ai(state).content) == "Here is what I found: calc returned 42."
 
 
+async def test_a_result_that_ends_a_sentence_is_quoted_with_one_full_stop() -> None:
+    graph, config = make_graph(interrupt_before_tools=False), new_thread()
+    state = await run_turn(
+        graph, config, '/send_email {"to": "ada@example.com", "subject": "Minutes"}'
+    )
+    assert str(last_ai(state).content) == (
+        "Here is what I found: send_email returned Email to ada@example.com sent (simulated),"
+        " subject 'Minutes', 0 characters."
+    )
+
+
 def test_parse_tool_rounds_skips_empty_rounds_and_unknown_tools() -> None:
     text = "/then\nhello\n/calc 1\n/nope x\n/then\n/then\n/sleep 0"
     assert parse_tool_rounds(text, {"calc", "sleep"}) == [
