@@ -552,6 +552,8 @@ async function loadHistory(generation) {
       message.local = known.local;
       if (isStreamingHere(known)) message.content = known.content;
     }
+    // A reply still in the background comes with its latest draft; the feed's are newer.
+    if (row.draft) applyDraftTo(message, { seq: row.draft.seq, draft_content: row.draft.content });
     state.messages.set(row.id, message);
   }
   // Bubbles of the turn in flight that the server has not stored yet stay at the end.
