@@ -16,10 +16,10 @@ from infra.change_feed import (
     ChangeFeed,
     ChangeFeedLost,
     ChangeFeedUnavailable,
-    PostgresChange,
     SubscriberOverflow,
     Subscription,
 )
+from infra.change_payloads import PostgresChange
 from infra.chat_store import ChatId, ChatNotFound
 from infra.db import create_pool
 from tests.support import create_user_with_chat, fetch
