@@ -66,14 +66,6 @@ async def change_feed(app: FastAPI, services: Services) -> ChangeFeed:
     return feed
 
 
-async def close_change_feed(app: FastAPI) -> None:
-    """End the open change streams and release the slot; for the app's shutdown, before the
-    pool closes. Idempotent, and nothing to do when the route was never used."""
-    feed: ChangeFeed | None = getattr(app.state, "change_feed", None)
-    if feed is not None:
-        await feed.close()
-
-
 @router.get(
     "/api/dev/chat/{chat_id}/changes", response_class=StreamingResponse, responses=RESPONSES
 )

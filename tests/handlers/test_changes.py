@@ -13,7 +13,6 @@ import psycopg
 import pytest
 
 from handlers import changes
-from handlers.changes import close_change_feed
 from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
 
 Event = tuple[str, Any]
@@ -63,10 +62,7 @@ async def changes_stack(database_url: str, **settings: Any) -> AsyncIterator[Sta
     """The app with the dev change feed route, as `handoff dev` serves it."""
     async with running_stack(database_url, **settings) as stack:
         stack.app.include_router(changes.router)
-        try:
-            yield stack
-        finally:
-            await close_change_feed(stack.app)
+        yield stack  # the app's shutdown closes the feed
 
 
 def url_of(chat_id: uuid.UUID) -> str:
@@ -255,7 +251,7 @@ async def test_a_stream_the_feed_ends_says_why(logical_database_url: str) -> Non
     user_id, chat_id = await create_user_with_chat(url)
     async with changes_stack(url) as stack, subscribed(stack, user_id, chat_id) as events:
         # WHEN the app shuts the feed down
-        await close_change_feed(stack.app)
+        await stack.app.state.change_feed.close()
         # THEN the stream ends with an error event
         assert await events.next() == (
             "error",
