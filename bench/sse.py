@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import socket
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+
+from handlers.terminal_chat import sse_events
 
 
 @dataclass(frozen=True)
@@ -43,15 +44,8 @@ async def post_stream(
         if response.status_code != 200:
             await response.aread()
             return stream
-        event, data = "message", ""
-        async for line in response.aiter_lines():
-            if line.startswith("event:"):
-                event = line[6:].strip()
-            elif line.startswith("data:"):
-                data += line[5:].strip()
-            elif not line and data:
-                stream.events.append(Arrival(event, json.loads(data), time.perf_counter()))
-                event, data = "message", ""
+        async for event, data in sse_events(response):
+            stream.events.append(Arrival(event, data, time.perf_counter()))
     return stream
 
 
