@@ -15,6 +15,7 @@ from tests.dev_server import HANDOFF, handoff_dev
 from tests.support import fetch, wait_for_row
 
 REPLY_SQL = "select content, status from message where role = 'assistant'"
+STARTED: list[asyncio.subprocess.Process] = []
 
 
 @dataclass
@@ -31,7 +32,7 @@ async def dev(logical_database_url: str) -> AsyncIterator[str]:
 
 
 async def start_chat(origin: str, *args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
+    child = await asyncio.create_subprocess_exec(
         HANDOFF,
         "chat",
         "--url",
@@ -41,6 +42,19 @@ async def start_chat(origin: str, *args: str) -> asyncio.subprocess.Process:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+    STARTED.append(child)
+    return child
+
+
+@pytest.fixture(autouse=True)
+async def no_chat_outlives_its_test() -> AsyncIterator[None]:
+    """A test that fails half-way leaves no `handoff chat` waiting on a server that is gone."""
+    yield
+    while STARTED:
+        child = STARTED.pop()
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
 
 
 async def finished(child: asyncio.subprocess.Process) -> Transcript:
