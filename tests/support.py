@@ -20,6 +20,7 @@ from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 from starlette.types import ASGIApp
 
 from agent.threads import thread_config, thread_key
@@ -80,6 +81,43 @@ async def fetch(database_url: str, query: str, *params: Any) -> list[dict[str, A
         database_url, autocommit=True, row_factory=dict_row
     ) as conn:
         return await (await conn.execute(query, params)).fetchall()
+
+
+async def execute(database_url: str, query: str, *params: Any) -> None:
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(query, params)
+
+
+async def insert_message(
+    database_url: str, chat_id: uuid.UUID, content: str = "hello", **metadata: Any
+) -> uuid.UUID:
+    """A streaming assistant message, written as the service writes (no RLS)."""
+    message_id = uuid.uuid4()
+    await execute(
+        database_url,
+        "insert into public.message (id, chat_id, role, content, status, metadata)"
+        " values (%s, %s, 'assistant', %s, 'streaming', %s)",
+        message_id,
+        chat_id,
+        content,
+        Jsonb(metadata),
+    )
+    return message_id
+
+
+async def write_draft(
+    database_url: str, message_id: uuid.UUID, chat_id: uuid.UUID, text: str, seq: int
+) -> None:
+    await execute(
+        database_url,
+        "insert into public.message_draft (message_id, chat_id, draft_content, seq)"
+        " values (%s, %s, %s, %s) on conflict (message_id) do update"
+        " set draft_content = excluded.draft_content, seq = excluded.seq",
+        message_id,
+        chat_id,
+        text,
+        seq,
+    )
 
 
 async def wait_for_row(database_url: str, query: str, *params: Any) -> dict[str, Any]:

@@ -9,11 +9,19 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import psycopg
 import pytest
 
 from handlers import changes
-from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    execute,
+    fetch,
+    insert_message,
+    running_stack,
+    token_for,
+    write_draft,
+)
 
 Event = tuple[str, Any]
 SLOTS_SQL = "select slot_name from pg_replication_slots where database = current_database()"
@@ -81,37 +89,6 @@ async def subscribed(stack: Stack, user_id: uuid.UUID, chat_id: uuid.UUID) -> As
         yield events
 
 
-async def execute(database_url: str, query: str, *params: Any) -> None:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute(query, params)
-
-
-async def insert_message(database_url: str, chat_id: uuid.UUID, content: str) -> uuid.UUID:
-    message_id = uuid.uuid4()
-    await execute(
-        database_url,
-        "insert into public.message (id, chat_id, role, content, status, metadata)"
-        """ values (%s, %s, 'assistant', %s, 'streaming', '{"model": "scripted"}')""",
-        message_id,
-        chat_id,
-        content,
-    )
-    return message_id
-
-
-async def write_draft(url: str, message_id: uuid.UUID, chat_id: uuid.UUID, seq: int) -> None:
-    await execute(
-        url,
-        "insert into public.message_draft (message_id, chat_id, draft_content, seq)"
-        " values (%s, %s, %s, %s) on conflict (message_id) do update"
-        " set draft_content = excluded.draft_content, seq = excluded.seq",
-        message_id,
-        chat_id,
-        f"draft {seq}",
-        seq,
-    )
-
-
 async def wait_until_no_slots(database_url: str) -> None:
     async with asyncio.timeout(20):
         # Polls: the server learns of the hang-up on its own time, and signals nothing here.
@@ -126,9 +103,9 @@ async def test_rows_written_in_the_chat_stream_as_realtime_payloads(
     user_id, chat_id = await create_user_with_chat(url)
     async with changes_stack(url) as stack, subscribed(stack, user_id, chat_id) as events:
         # WHEN a message and its draft are inserted and updated
-        message_id = await insert_message(url, chat_id, "")
-        await write_draft(url, message_id, chat_id, 1)
-        await write_draft(url, message_id, chat_id, 2)
+        message_id = await insert_message(url, chat_id, "", model="scripted")
+        await write_draft(url, message_id, chat_id, "draft 1", 1)
+        await write_draft(url, message_id, chat_id, "draft 2", 2)
         await execute(url, "update public.message set content = 'done' where id = %s", message_id)
         received = await events.changes(4)
 
@@ -230,7 +207,7 @@ async def test_every_change_after_subscribed_arrives_in_order(logical_database_u
     async with changes_stack(url) as stack, subscribed(stack, user_id, chat_id) as events:
         # GIVEN the stream said `subscribed`; WHEN many updates commit at once after it
         for seq in range(1, 101):
-            await write_draft(url, message_id, chat_id, seq)
+            await write_draft(url, message_id, chat_id, f"draft {seq}", seq)
         received = await events.changes(100)
     # THEN every one arrives, in commit order
     assert [c["new"]["seq"] for c in received] == list(range(1, 101))

@@ -22,7 +22,7 @@ from infra.change_feed import (
 from infra.change_payloads import PostgresChange
 from infra.chat_store import ChatId, ChatNotFound
 from infra.db import create_pool
-from tests.support import create_user_with_chat, fetch
+from tests.support import create_user_with_chat, execute, fetch, insert_message, write_draft
 
 SLOTS_SQL = (
     "select slot_name, temporary from pg_replication_slots where database = current_database()"
@@ -43,42 +43,6 @@ async def change_feed(database_url: str, **options: Any) -> AsyncIterator[Change
     finally:
         await feed.close()
         await pool.close()
-
-
-async def execute(database_url: str, query: str, *params: Any) -> None:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute(query, params)
-
-
-async def insert_message(
-    database_url: str, chat_id: uuid.UUID, content: str = "hello", **metadata: Any
-) -> uuid.UUID:
-    message_id = uuid.uuid4()
-    await execute(
-        database_url,
-        "insert into public.message (id, chat_id, role, content, status, metadata)"
-        " values (%s, %s, 'assistant', %s, 'streaming', %s)",
-        message_id,
-        chat_id,
-        content,
-        psycopg.types.json.Jsonb(metadata),
-    )
-    return message_id
-
-
-async def write_draft(
-    database_url: str, message_id: uuid.UUID, chat_id: uuid.UUID, text: str, seq: int
-) -> None:
-    await execute(
-        database_url,
-        "insert into public.message_draft (message_id, chat_id, draft_content, seq)"
-        " values (%s, %s, %s, %s) on conflict (message_id) do update"
-        " set draft_content = excluded.draft_content, seq = excluded.seq",
-        message_id,
-        chat_id,
-        text,
-        seq,
-    )
 
 
 async def receive(subscription: Subscription, count: int) -> list[PostgresChange]:
