@@ -36,7 +36,7 @@ EVERY_DEPENDENCY = (
 CASES = {
     "respond entry (handlers.lambda_respond)": "import handlers.lambda_respond",
     "respond entry + boto3 (SSM configured)": "import boto3; import handlers.lambda_respond",
-    "inngest entry (handlers.lambda_inngest)": "import handlers.lambda_inngest",
+    "inngest entry (functions.lambda_inngest)": "import functions.lambda_inngest",
     "every runtime dependency": f"import {EVERY_DEPENDENCY}",
     "python -c pass (the floor)": "pass",
 }

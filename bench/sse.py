@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from handlers.terminal_chat import sse_events
+from devkit.terminal_chat import sse_events
 
 
 @dataclass(frozen=True)

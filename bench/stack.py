@@ -21,7 +21,7 @@ import psycopg
 from starlette.types import ASGIApp
 
 from bench.floor import create_floor_app
-from infra.local_inngest import serve_asgi
+from devkit.local_inngest import serve_asgi
 from tests.support import running_stack
 
 IntakeWrapper = Callable[[ASGIApp], ASGIApp]

@@ -1,12 +1,8 @@
-"""Refuse requests at the edge: oversized bodies, stale Inngest signatures."""
+"""Refuse oversized request bodies at the edge."""
 
 from __future__ import annotations
 
-import time
-import urllib.parse
-
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 TOO_LARGE = "The request body is too large."
@@ -40,35 +36,3 @@ class BodySizeLimit:
             return message
 
         await self.app(scope, limited_receive, send)
-
-
-SIGNATURE_MAX_AGE_S = 300
-
-
-class FreshInngestSignature:
-    """401 for a call to the Inngest endpoint signed more than five minutes away from now.
-
-    inngest-py 0.5 checks the signature's HMAC but not its timestamp, so a captured call could be
-    replayed for ever. Inngest signs every attempt afresh, so honest calls are always fresh. A
-    call without a signature passes through: the SDK refuses it itself (in production mode).
-    """
-
-    def __init__(self, app: ASGIApp, path: str, enabled: bool) -> None:
-        self.app = app
-        self.path = path
-        self.enabled = enabled
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self.enabled and scope["type"] == "http" and scope["path"] == self.path:
-            signature = dict(scope["headers"]).get(b"x-inngest-signature")
-            if signature is not None and not _signed_recently(signature.decode("latin-1")):
-                # The body the SDK gives every unauthorized call.
-                response = JSONResponse({"message": "Unauthorized"}, status_code=401)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
-
-
-def _signed_recently(signature: str) -> bool:
-    signed_at = urllib.parse.parse_qs(signature).get("t", [""])[0]
-    return signed_at.isdigit() and abs(time.time() - int(signed_at)) <= SIGNATURE_MAX_AGE_S

@@ -1,4 +1,4 @@
-"""The `chat/tool_handoff` event: its payload, and sending it."""
+"""Inngest events: the client that sends them, the `chat/tool_handoff` payload, sending."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ from typing import Any, Literal, Protocol
 from uuid import UUID
 
 import inngest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pydantic.alias_generators import to_camel
+
+from infra.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -61,3 +63,23 @@ async def send_cancel(
         await sender.send(inngest.Event(name=CANCEL_EVENT, data=data))
     except Exception:
         logger.exception("chat/cancel not sent", extra={"chat_id": str(chat_id)})
+
+
+def create_inngest_client(settings: Settings) -> inngest.Inngest:
+    """Dev server when INNGEST_DEV is set; otherwise signed production mode, against Inngest
+    Cloud or the server at INNGEST_BASE_URL (self-hosted, or the local executor)."""
+    origin = settings.inngest_origin
+    dev = settings.inngest_is_dev_server
+    return inngest.Inngest(
+        app_id=settings.inngest_app_id,
+        is_production=not dev,
+        api_base_url=origin,
+        event_api_base_url=origin,
+        event_key=_secret(settings.inngest_event_key),
+        signing_key=None if dev else _secret(settings.inngest_signing_key),
+        logger=logging.getLogger("inngest"),
+    )
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else value.get_secret_value()

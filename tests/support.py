@@ -24,9 +24,9 @@ from psycopg.types.json import Jsonb
 from starlette.types import ASGIApp
 
 from agent.threads import thread_config, thread_key
-from handlers.app import create_app
+from devkit.app import create_dev_app
+from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
 from infra.db import connect
-from infra.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
 from infra.settings import Settings
 
 JWT_SECRET = "test-secret-" + "x" * 32
@@ -195,7 +195,7 @@ async def running_stack(
         "scripted_token_delay_ms": 0,
     }
     settings = Settings.model_validate(fields | settings_overrides)
-    app = create_app(settings, tools=tools)
+    app = create_dev_app(settings, tools=tools)
     origin = socket_origin(app_sock)
     executor = LocalInngest(
         serve_url=f"{origin}/api/inngest",

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from handlers.dev_server import DEMO_CHAT_ID
+from devkit.dev_server import DEMO_CHAT_ID
 from tests.dev_server import handoff_dev
 from tests.support import fetch
 

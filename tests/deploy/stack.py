@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from infra.lambda_package import Artefact, build_artefacts
+from devkit.lambda_package import Artefact, build_artefacts
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGE = "ci"

@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from infra.lambda_package import build_artefacts
+from devkit.lambda_package import build_artefacts
 from tests.deploy.stack import ROOT, uv_binary
 
 READY_WITHIN_S = 30
@@ -125,7 +125,7 @@ def test_run_sh_serves_healthz_for_the_web_adapter(respond_server: str) -> None:
 def test_the_inngest_handler_answers_an_http_api_event(
     tasks: dict[str, Path], bare_python: Path
 ) -> None:
-    # GIVEN the inngest artefact, WHEN the Lambda runtime imports handlers.lambda_inngest and
+    # GIVEN the inngest artefact, WHEN the Lambda runtime imports functions.lambda_inngest and
     # calls its handler with an unsigned HTTP API request, THEN the endpoint answers it (and
     # refuses it: only Inngest's signed calls get the function list)
     event = {
@@ -148,7 +148,7 @@ def test_the_inngest_handler_answers_an_http_api_event(
     }
     script = (
         "import json, sys\n"
-        "from handlers.lambda_inngest import handler\n"
+        "from functions.lambda_inngest import handler\n"
         "print(json.dumps(handler(json.loads(sys.stdin.read()), None)))\n"
     )
     result = subprocess.run(  # noqa: S603

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from fastapi.routing import APIRoute
 
+from devkit.lambda_package import UNZIPPED_LIMIT_BYTES
 from handlers.app import create_app
-from infra.lambda_package import UNZIPPED_LIMIT_BYTES
 from infra.settings import Settings
 from tests.deploy.stack import (
     REGION,
@@ -70,7 +70,7 @@ def test_the_browser_may_call_every_route_of_the_respond_function(
 ) -> None:
     (url,) = deployment.of_type("AWS::Lambda::Url").values()
     cors = url["Properties"]["Cors"]
-    app = create_app(Settings(), serve_inngest=False)
+    app = create_app(Settings())
     methods = {
         method
         for route in app.routes
@@ -98,7 +98,7 @@ def test_respond_runs_uvicorn_behind_the_web_adapter(deployment: Deployment) -> 
 
 def test_inngest_is_served_by_mangum_behind_an_http_api(deployment: Deployment) -> None:
     inngest = function(deployment, "Inngest")
-    assert inngest["Handler"] == "handlers/lambda_inngest.handler"
+    assert inngest["Handler"] == "functions/lambda_inngest.handler"
     assert "Layers" not in inngest
     routes = {
         r["Properties"]["RouteKey"]: r["Properties"]["Target"]
@@ -191,7 +191,7 @@ def test_no_aws_schedule_is_declared(deployment: Deployment) -> None:
     ("name", "entry", "left_out"),
     [
         ("respond", "handlers/lambda_respond.py", "mangum"),
-        ("inngest", "handlers/lambda_inngest.py", "uvicorn"),
+        ("inngest", "functions/lambda_inngest.py", "uvicorn"),
     ],
 )
 def test_each_artefact_fits_lambda_and_holds_its_entry_point(

@@ -27,7 +27,7 @@ async def test_the_request_ends_only_once_the_turn_is_stored(database_url: str) 
             "scripted_token_delay_ms": 20,
         }
     )
-    app = create_app(settings, serve_inngest=False)
+    app = create_app(settings)
     body = json.dumps({"chatId": str(chat_id), "content": "a reply that takes a while"}).encode()
     scope: dict[str, Any] = {
         "type": "http",

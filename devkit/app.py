@@ -1,0 +1,21 @@
+"""The app `handoff dev`, the tests and the benchmarks run: the HTTP routes and the Inngest
+serve endpoint on one server, as the two Lambdas serve them apart."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from langchain_core.tools import BaseTool
+
+from agent.tools import demo_tools
+from functions.app import serve_functions
+from handlers.app import create_app
+from infra.settings import Settings
+
+
+def create_dev_app(settings: Settings, *, tools: list[BaseTool] | None = None) -> FastAPI:
+    """`app.state.inngest_functions` lists the functions served, for a local executor."""
+    tools = tools if tools is not None else demo_tools()
+    app = create_app(settings, tools=tools)
+    state = app.state
+    state.inngest_functions = serve_functions(app, state.events, state.services, tools)
+    return app

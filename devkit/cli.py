@@ -1,0 +1,85 @@
+"""`handoff dev`, `handoff chat`, `handoff migrate` and `handoff package`.
+
+Each command imports what it runs when it runs: `handoff chat` starts in a fraction of the
+time the whole app takes to import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from devkit.lambda_package import Artefact
+
+# The checkout: `handoff package` reads its uv.lock and copies its packages.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="handoff")
+    commands = parser.add_subparsers(dest="command", required=True)
+    dev = commands.add_parser("dev", help="run the whole stack locally")
+    dev.add_argument("--host", default="127.0.0.1")
+    dev.add_argument("--port", type=int, default=8000)
+    commands.add_parser("migrate", help="apply migrations to DATABASE_URL")
+    chat = commands.add_parser("chat", help="send a message to a running `handoff dev`")
+    chat.add_argument("message")
+    chat.add_argument("--chat", type=uuid.UUID, help="chat id (default: the demo chat)")
+    chat.add_argument("--url", default="http://127.0.0.1:8000", help="the dev server")
+    package = commands.add_parser("package", help="build the Lambda zips serverless.yml deploys")
+    package.add_argument("--out", type=Path, default=PROJECT_ROOT / "dist")
+    package.add_argument("--uv", default=shutil.which("uv"), help="uv binary (default: on PATH)")
+    args = parser.parse_args(argv)
+    if args.command == "package":
+        if not args.uv:
+            parser.error("uv is not on PATH: pass --uv /path/to/uv")
+        package_lambdas(args.out, args.uv)
+        return
+    if args.command == "chat":
+        from devkit import terminal_chat
+
+        sys.exit(terminal_chat.run(args.url, args.message, args.chat))
+    from infra.logs import configure_logging
+    from infra.settings import Settings
+
+    configure_logging()
+    if args.command == "migrate":
+        from infra.migrate import migrate
+
+        settings = Settings()
+        if not settings.database_url:
+            parser.error("DATABASE_URL is not set")
+        applied = asyncio.run(migrate(settings.database_url))
+        print(
+            f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
+        )
+        return
+    from devkit.dev_server import dev_server
+
+    asyncio.run(dev_server(Settings(), args.host, args.port))
+
+
+def package_lambdas(out: Path, uv: str) -> None:
+    from devkit.lambda_package import build_artefacts
+
+    for artefact in build_artefacts(PROJECT_ROOT, out, uv=uv):
+        print(describe_artefact(artefact), flush=True)
+
+
+def describe_artefact(artefact: Artefact) -> str:
+    from devkit.lambda_package import UNZIPPED_LIMIT_BYTES
+
+    mib = 2**20
+    largest = ", ".join(f"{name} {size / mib:.1f}" for name, size in artefact.largest)
+    return (
+        f"{artefact.path}: {artefact.zipped_bytes / mib:.1f} MiB zipped, "
+        f"{artefact.unzipped_bytes / mib:.1f} MiB unzipped "
+        f"(Lambda allows {UNZIPPED_LIMIT_BYTES / mib:.0f}); largest (MiB): {largest}"
+    )

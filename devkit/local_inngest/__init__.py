@@ -1,0 +1,102 @@
+"""Development/test-only stand-in for the Inngest server.
+
+No Inngest dev-server binary exists on this machine, so ``LocalInngest`` plays both
+server roles against the app's real serve endpoint, over real HTTP:
+
+* **Event API** (``intake``): ``POST /e/{event_key}`` exactly as ``Inngest.send`` posts
+  it; answers ``{"ids": [...], "status": 200}``; 401 on a wrong event key. Event ids
+  are deduplicated (24h, in memory): a repeated id is accepted but starts no run.
+  ``send()`` accepts an event in-process the same way. ``replay()`` starts a fresh run
+  for a stored event, like the dashboard's replay.
+* **Executor**: ``POST {serve_url}?fnId=<id>&stepId=<step>`` with the request body the
+  SDK parses and an ``X-Inngest-Signature`` it verifies (and the SDK's response
+  signature is checked in turn). Step results are memoized as parsed JSON; step and
+  function errors retry with a configurable backoff, counting attempts per step the way
+  Inngest does (the counter resets once a step completes); parallel steps are planned,
+  run one targeted request each, then discovery continues with
+  ``disable_immediate_execution``; a finally failed run emits
+  ``inngest/function.failed``, which reaches ``on_failure`` handlers; keyed
+  ``concurrency`` limits how many SDK requests are in flight per key value.
+* ``step.wait_for_event``: the run parks from the moment the executor reads the
+  ``WaitForEvent`` op; the first later event of that name whose ``if`` matches becomes
+  the step's output (the event object), or None once the timeout passes. One event
+  resolves every wait it matches, across runs. ``waiting()`` lists pending waits;
+  ``expire_waits()`` times them out at once.
+* Function ``cancel``: an event accepted after a run started that matches one of its
+  function's cancel clauses (within the clause's ``timeout``, if any) cancels the run,
+  as does ``cancel(run_id)``. No further request is made for it (one in flight finishes,
+  its answer is ignored), its waits are dropped, its status is ``cancelled``, and
+  ``inngest/function.cancelled`` is emitted with ``function_id``, ``run_id``, ``error``
+  and the original ``event``.
+* Expressions (triggers, waits, cancels): ``==`` between ``event.<path>``,
+  ``async.<path>`` (waits and cancels) and quoted strings, joined by ``&&``; anything
+  else raises ``UnsupportedExpression``: at construction for triggers and cancel clauses,
+  as a failed run (``LocalInngestUnsupported``) for a wait.
+* Cron schedules fire at the top of each UTC minute that matches (see its ``cron`` module for
+  the syntax), while ``schedules=True``; ``fire()`` runs a cron function at once.
+* Faults, for reliability tests: ``drop_step_output()`` discards the SDK's answer for a
+  named step once it has run (a crash before the result was memoized), and
+  ``refuse_events()`` makes the intake answer 503 (an Inngest outage).
+
+``wait_idle()`` returns once every run has ended or is parked in a wait, so a test
+starts a run, ``wait_idle()``, sends the awaited event, then ``wait_idle()`` again;
+``wait_run()`` waits for one run to end (a timeout included) and ``wait_for()`` for any
+condition on executor state.
+
+NOT simulated (do not infer production behaviour from these):
+
+* ``step.sleep``/``sleep_until``, ``step.invoke``, ``step.ai.*``: the run fails with
+  error name ``LocalInngestUnsupported``.
+* Event-name wildcards other than a trailing ``*`` in triggers (waits and cancels match
+  names exactly); the ``match`` field of older SDKs; CEL beyond the subset above.
+* Batching, debounce, rate limits, throttle, priority, singleton, function ``timeouts``,
+  the function-level ``idempotency`` option.
+* ``RetryAfterError``'s ``retry-after`` time (the configured backoff is used), backoff
+  jitter, ``use_api`` payload offloading, streaming responses, Connect.
+* Concurrency keys other than ``event.<path>`` (checked at construction); ``account``
+  and ``env`` scopes share slots only among functions of this instance.
+* Multiple apps, app sync/registration, the REST API, durable queues and persistence:
+  everything lives in memory and ``stop()`` abandons in-flight runs and their waits.
+* The ids answered by the intake are the events' own ids (generated when missing);
+  real Inngest answers internal ULIDs.
+
+The app's client must use ``is_production=True`` and the same signing key: a dev-mode
+SDK neither verifies nor signs, and its runs are aborted. Everything runs on the event
+loop that called ``start()``; serve the intake on that loop (``serve_intake``).
+
+Modules: ``executor`` (``LocalInngest``: events in, cancellation, the handles tests
+hold), ``driver`` (one run's requests, retries and memos), ``waits``, ``expressions``
+(and durations), ``targets`` (function configs), ``transport`` (one signed call to the
+serve endpoint), ``intake`` (the Event API, dedup), ``runs`` (run state, ``RunRecord``),
+``signing``, ``server`` (``serve_asgi`` and loopback sockets).
+"""
+
+from devkit.local_inngest.driver import FUNCTION_FAILED_EVENT
+from devkit.local_inngest.executor import (
+    FUNCTION_CANCELLED_EVENT,
+    SCHEDULED_EVENT,
+    LocalInngest,
+)
+from devkit.local_inngest.expressions import UnsupportedExpression
+from devkit.local_inngest.runs import FUNCTION_ATTEMPT_KEY, RunRecord, RunStatus
+from devkit.local_inngest.server import loopback_socket, serve_asgi, socket_origin
+from devkit.local_inngest.signing import sign_body
+from devkit.local_inngest.targets import DEFAULT_RETRIES
+from devkit.local_inngest.waits import WaitRecord
+
+__all__ = [
+    "DEFAULT_RETRIES",
+    "FUNCTION_ATTEMPT_KEY",
+    "FUNCTION_CANCELLED_EVENT",
+    "FUNCTION_FAILED_EVENT",
+    "SCHEDULED_EVENT",
+    "LocalInngest",
+    "RunRecord",
+    "RunStatus",
+    "UnsupportedExpression",
+    "WaitRecord",
+    "loopback_socket",
+    "serve_asgi",
+    "sign_body",
+    "socket_origin",
+]

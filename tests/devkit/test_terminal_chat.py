@@ -1,0 +1,181 @@
+"""`handoff chat` against a running `handoff dev`, both as a person runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from devkit.dev_server import DEMO_CHAT_ID
+from tests.dev_server import HANDOFF, handoff_dev
+from tests.support import fetch, wait_for_row
+
+REPLY_SQL = "select content, status from message where role = 'assistant'"
+STARTED: list[asyncio.subprocess.Process] = []
+
+
+@dataclass
+class Transcript:
+    status: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+async def dev(logical_database_url: str) -> AsyncIterator[str]:
+    async with handoff_dev(logical_database_url, SCRIPTED_TOKEN_DELAY_MS="5") as origin:
+        yield origin
+
+
+async def start_chat(origin: str, *args: str) -> asyncio.subprocess.Process:
+    child = await asyncio.create_subprocess_exec(
+        HANDOFF,
+        "chat",
+        "--url",
+        origin,
+        *args,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    STARTED.append(child)
+    return child
+
+
+@pytest.fixture(autouse=True)
+async def no_chat_outlives_its_test() -> AsyncIterator[None]:
+    """A test that fails half-way leaves no `handoff chat` waiting on a server that is gone."""
+    yield
+    while STARTED:
+        child = STARTED.pop()
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+
+
+async def finished(child: asyncio.subprocess.Process) -> Transcript:
+    async with asyncio.timeout(60):
+        out, err = await child.communicate()
+    assert child.returncode is not None
+    return Transcript(child.returncode, out.decode(), err.decode())
+
+
+async def handoff_chat(origin: str, *args: str) -> Transcript:
+    return await finished(await start_chat(origin, *args))
+
+
+async def test_a_quick_answer_streams_and_exits_zero(dev: str, logical_database_url: str) -> None:
+    chat = await handoff_chat(dev, "hello there")
+    assert chat.status == 0, chat.err
+    [reply] = await fetch(
+        logical_database_url, "select content from message where role = 'assistant'"
+    )
+    assert chat.out == reply["content"] + "\n"
+
+
+async def test_a_tool_turn_shows_tokens_then_progress_then_the_final_text(
+    dev: str, logical_database_url: str
+) -> None:
+    # WHEN a message needs a slow tool
+    chat = await handoff_chat(dev, "/sleep 1\nAnd then?")
+    assert chat.status == 0, chat.err
+    [reply] = await fetch(logical_database_url, REPLY_SQL)
+    assert reply["status"] == "completed"
+    streamed, *progress, final = chat.out.rstrip("\n").split("\n")
+    # THEN the quick path's words come first, on their own line
+    assert reply["content"].startswith(streamed)
+    # AND the background's progress, read from the change feed
+    assert progress[0] == "  … continuing in the background"
+    assert "  … sleep running" in progress
+    # the tool shows done before any of the next round's text: drafts come after it (a round
+    # this short may end, and its draft go, before the feed reads it, as with Realtime)
+    writing = [i for i, line in enumerate(progress) if line.startswith("  … writing")]
+    assert all(progress.index("  … sleep done") < i for i in writing)
+    assert len(set(progress)) == len(progress)  # each step said once
+    # AND last, the rest of the final text
+    assert reply["content"].endswith(final)
+    assert final not in streamed
+
+
+async def test_another_chat_and_a_chat_that_is_not_yours(dev: str) -> None:
+    async with httpx.AsyncClient(base_url=dev) as http:
+        token = (await http.get("/api/dev/session")).json()["token"]
+        created = await http.post(
+            "/api/chats", json={"title": "second"}, headers={"Authorization": f"Bearer {token}"}
+        )
+    chat_id = created.json()["id"]
+    chat = await handoff_chat(dev, "in the second chat", "--chat", chat_id)
+    assert chat.status == 0, chat.err
+    missing = await handoff_chat(dev, "hello", "--chat", "00000000-0000-4000-8000-000000000001")
+    assert (missing.status, missing.err) == (1, "handoff chat: Chat not found.\n")
+
+
+async def test_approval_is_asked_for_and_can_come_from_elsewhere(
+    dev: str, logical_database_url: str
+) -> None:
+    child = await start_chat(
+        dev, '/send_email {"to": "a@example.com", "subject": "hi", "body": "x"}'
+    )
+    # The terminal has no keyboard here, so it says where to answer.
+    row = await wait_for_row(
+        logical_database_url,
+        "select metadata -> 'pendingApproval' ->> 'toolCallId' as call from message"
+        " where status = 'awaiting_approval'",
+    )
+    async with httpx.AsyncClient(base_url=dev) as http:
+        token = (await http.get("/api/dev/session")).json()["token"]
+        decided = await http.post(
+            f"/api/chat/{DEMO_CHAT_ID}/approvals/{row['call']}",
+            json={"approved": False, "note": "not now"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert decided.status_code == 202, decided.text
+    chat = await finished(child)
+    assert chat.status == 0, chat.err
+    assert "waiting for approval of send_email" in chat.out
+    assert f"answer it at {dev}/" in chat.out
+
+
+async def test_ctrl_c_in_the_background_cancels_the_turn(
+    dev: str, logical_database_url: str
+) -> None:
+    child = await start_chat(dev, "/sleep 30")
+    await wait_for_row(logical_database_url, "select 1 from job_runs where kind = 'handoff'")
+    assert child.stdout is not None
+    # Once the terminal shows the background phase, the user presses Ctrl-C
+    async with asyncio.timeout(30):
+        while b"continuing in the background" not in await child.stdout.readline():
+            pass
+    child.send_signal(signal.SIGINT)
+    chat = await finished(child)
+    assert chat.status == 130
+    assert "[canceled]" in chat.out
+    [reply] = await fetch(
+        logical_database_url, "select status from message where role = 'assistant'"
+    )
+    assert reply["status"] == "canceled"
+
+
+async def test_without_a_dev_server_it_says_how_to_start_one() -> None:
+    chat = await handoff_chat("http://127.0.0.1:9", "hello")
+    assert chat.status == 1
+    assert chat.err == (
+        "handoff chat: no Handoff dev server at http://127.0.0.1:9: start one with `handoff dev`\n"
+    )
+
+
+async def test_without_logical_decoding_it_polls_and_still_finishes(
+    replica_database_url: str,
+) -> None:
+    async with handoff_dev(replica_database_url, SCRIPTED_TOKEN_DELAY_MS="5") as origin:
+        chat = await handoff_chat(origin, "/calc 6*7\nAnd then?")
+    assert chat.status == 0, chat.err
+    assert "(live progress unavailable: The database runs with wal_level=replica;" in chat.out
+    # The database is shared with other tests: only the demo chat is this test's.
+    [reply] = await fetch(replica_database_url, REPLY_SQL + " and chat_id = %s", DEMO_CHAT_ID)
+    assert reply["status"] == "completed"
+    assert chat.out.rstrip("\n").endswith(reply["content"].rsplit("\n", 1)[-1])
