@@ -91,7 +91,6 @@ def build_agent_graph(
             "messages": [response],
             "status": "needs_tool_handoff" if calls else "completed",
             "tool_invocations": invocations,
-            "error": None,
             "schema_version": SCHEMA_VERSION,
         }
 

@@ -68,7 +68,7 @@ def join_paragraphs(texts: list[str]) -> str:
 
 
 def render_agent_snapshot(state: AgentState) -> AgentSnapshot:
-    """Map state to what the user sees; an error shows an apology, never internals."""
+    """Map state to what the user sees: the turn's text, its status and its tools' progress."""
     status: AgentStatus = state.get("status", "streaming")
     invocations: list[ToolInvocation] = state.get("tool_invocations", [])
     turn_ids = {
@@ -82,5 +82,4 @@ def render_agent_snapshot(state: AgentState) -> AgentSnapshot:
         for inv in invocations
         if inv["id"] in turn_ids
     )
-    text = APOLOGY if status == "error" else turn_text(state)
-    return AgentSnapshot(text=text, status=status, progress=progress)
+    return AgentSnapshot(text=turn_text(state), status=status, progress=progress)

@@ -15,7 +15,7 @@ from langgraph.graph.message import add_messages
 SCHEMA_VERSION = 1
 OLDEST_READABLE_SCHEMA_VERSION = 1
 
-AgentStatus = Literal["streaming", "needs_tool_handoff", "running_tools", "completed", "error"]
+AgentStatus = Literal["streaming", "needs_tool_handoff", "running_tools", "completed"]
 ToolStatus = Literal["pending", "completed", "error"]
 
 
@@ -27,12 +27,6 @@ class ToolInvocation(TypedDict):
     args: dict[str, Any]
     status: ToolStatus
     preview: NotRequired[str]
-
-
-class AgentError(TypedDict):
-    type: str
-    message: str
-    retriable: bool
 
 
 def merge_invocations(
@@ -49,7 +43,6 @@ class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     status: NotRequired[AgentStatus]
     tool_invocations: NotRequired[Annotated[list[ToolInvocation], merge_invocations]]
-    error: NotRequired[AgentError | None]
     schema_version: NotRequired[int]
 
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from agent.graph import AGENT_NODE, build_agent_graph
 from agent.model import ScriptedChatModel
 from agent.tools import demo_tools
-from handlers.respond import sse
+from handlers.sse import sse
 
 FLOOR_PATH = "/floor"
 

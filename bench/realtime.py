@@ -28,10 +28,10 @@ from agent.graph import build_agent_graph, state_values, stream_agent_text
 from agent.model import ScriptedChatModel
 from agent.snapshot import render_agent_snapshot
 from agent.threads import thread_config, thread_key
-from infra import chat_store
-from infra.chat_store import ChatId, MessageId
 from infra.db import Pool, create_pool
-from infra.drafts import DraftWriter
+from infra.store import messages
+from infra.store.drafts import DraftWriter
+from infra.store.ids import ChatId, MessageId
 from tests.pg_servers import restartable_postgres
 from tests.support import create_user_with_chat, fetch
 
@@ -169,7 +169,7 @@ async def _one(database_url: str, pool: Pool, kind: str, rate: int, seconds: flo
     _, chat_uuid = await create_user_with_chat(database_url)
     chat_id, message_id = ChatId(chat_uuid), MessageId(uuid.uuid4())
     async with pool.connection() as conn:
-        await chat_store.insert_assistant_message(
+        await messages.insert_reply(
             conn, message_id=message_id, chat_id=chat_id, assistant_id="default", content="",
             status="queued", parent_id=message_id, metadata={},
         )  # fmt: skip

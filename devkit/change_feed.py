@@ -29,8 +29,10 @@ import psycopg
 
 from devkit.change_payloads import TABLE_KEYS, PostgresChange, visible_changes
 from devkit.pgoutput import Change, Decoder, RowChange
-from infra.chat_store import CHAT_VISIBLE_SQL, ChatId, ChatNotFound, user_transaction
 from infra.db import Conn, Pool, connect
+from infra.store.access import user_transaction
+from infra.store.chats import require_chat
+from infra.store.ids import ChatId
 
 logger = logging.getLogger(__name__)
 
@@ -191,8 +193,7 @@ class ChangeFeed:
         Raises ChatNotFound when the user does not see the chat, ChangeFeedUnavailable when
         the server cannot decode logically."""
         async with user_transaction(self.pool, claims) as conn:
-            if await (await conn.execute(CHAT_VISIBLE_SQL, (chat_id,))).fetchone() is None:
-                raise ChatNotFound(chat_id)
+            await require_chat(conn, chat_id)
         async with self._lock:
             if self._task is not None and self._task.done():
                 await self._stop()  # the decoder died: start afresh

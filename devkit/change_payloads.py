@@ -15,8 +15,9 @@ from uuid import UUID
 from psycopg import sql
 
 from devkit.pgoutput import RowChange, Toast, json_value
-from infra.chat_store import ChatId, user_transaction
 from infra.db import Pool
+from infra.store.access import user_transaction
+from infra.store.ids import ChatId
 
 # The tables the chat page subscribes to, with their primary key (a uuid).
 TABLE_KEYS = {("public", "message"): "id", ("public", "message_draft"): "message_id"}

@@ -32,10 +32,10 @@ from devkit.change_feed import (
     Subscription,
 )
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ApiError, ErrorBody
-from handlers.respond import ERROR_RESPONSES, SSE_HEADERS, sse
-from infra.chat_store import ChatId
+from handlers.errors import ERROR_RESPONSES, ApiError, ErrorBody
+from handlers.sse import SSE_HEADERS, sse
 from infra.runtime import Services
+from infra.store.ids import ChatId
 
 logger = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from devkit.change_feed import WAL_LEVEL_SQL
 from devkit.dev_routes import DevSession, install_dev_routes
 from devkit.embedded_pg import start_embedded_postgres
 from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
-from infra import chat_store
-from infra.chat_store import ChatId, UserId
 from infra.db import connect
 from infra.migrate import migrate
 from infra.settings import Settings
+from infra.store import chats
+from infra.store.ids import ChatId, UserId
 
 logger = logging.getLogger(__name__)
 
@@ -47,8 +47,9 @@ def mint_dev_token(secret: str, user_id: UserId, audience: str) -> str:
 
 async def seed_demo(database_url: str) -> None:
     async with await connect(database_url) as conn, conn.transaction():
-        await chat_store.ensure_user(conn, DEMO_USER_ID, DEMO_EMAIL)
-        await chat_store.create_chat(conn, DEMO_CHAT_ID, DEMO_USER_ID, "Demo chat")
+        await chats.ensure_user(conn, DEMO_USER_ID, DEMO_EMAIL)
+        claims = {"sub": str(DEMO_USER_ID), "role": "authenticated"}
+        await chats.create_chat(conn, claims, title="Demo chat", chat_id=DEMO_CHAT_ID)
 
 
 async def warn_without_logical_decoding(database_url: str) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 
 import inngest
 
-from infra import chat_store
 from infra.events import HANDOFF_EVENT
 from infra.runtime import Services
-from infra.turns import expire_dead_quick_turns
+from infra.store import outbox
+from turns.start import expire_dead_quick_turns
 
 logger = logging.getLogger(__name__)
 
@@ -33,13 +33,13 @@ def create_outbox_relay(client: inngest.Inngest, services: Services) -> inngest.
         pool = await services.pool()
         if expired := await expire_dead_quick_turns(pool, lease_s=settings.turn_lease_s):
             logger.warning("ended quick paths that stopped mid-stream", extra={"count": expired})
-        jobs = await chat_store.unsent_jobs(pool, older_than_s=settings.outbox_grace_s, limit=BATCH)
+        jobs = await outbox.unsent(pool, older_than_s=settings.outbox_grace_s, limit=BATCH)
         if not jobs:
             return 0
         await client.send(
             [inngest.Event(id=j.idempotency_key, name=HANDOFF_EVENT, data=j.payload) for j in jobs]
         )
-        await chat_store.mark_events_sent(pool, [j.idempotency_key for j in jobs])
+        await outbox.mark_sent(pool, [j.idempotency_key for j in jobs])
         logger.warning("re-sent unsent handoff events", extra={"count": len(jobs)})
         return len(jobs)
 

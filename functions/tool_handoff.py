@@ -2,93 +2,55 @@
 
 Inngest re-runs this handler from the top for every step and hands back memoized step outputs,
 so everything outside `step.run` is deterministic and free of side effects: the plan of what to
-do next is itself a step output, never a fresh database read.
+do next is itself a step output, never a fresh database read. The step bodies are the methods of
+a `HandoffJob` (turns/job.py); this module is only their order.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import uuid
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import inngest
-from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
-from langgraph.checkpoint.base import BaseCheckpointSaver
 from pydantic import ValidationError
 
-from agent.graph import (
-    AgentGraph,
-    CompiledGraphs,
-    state_values,
-)
-from agent.snapshot import (
-    APOLOGY,
-    INCOMPATIBLE_VERSION,
-    render_agent_snapshot,
-)
-from agent.state import (
-    OLDEST_READABLE_SCHEMA_VERSION,
-    SCHEMA_VERSION,
-    checkpoint_schema,
-    readable_schema,
-)
-from agent.threads import ThreadId, thread_config
-from agent.tools import ToolInputError, demo_tools, requires_approval
-from functions.approval_steps import await_decision, declined_text
-from functions.rounds import Plan, Rounds, plan_from
-from infra import chat_store
-from infra.approvals import Decision
-from infra.checkpoints import durable_saver
-from infra.events import CANCEL_EVENT, HANDOFF_EVENT, HandoffPayload
-from infra.job_control import hold_job
+from agent.tools import requires_approval
+from functions.approvals import await_decision
+from infra.events import CANCEL_EVENT, HANDOFF_EVENT
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
-from infra.tool_results import ToolResult, fetch_result, store_result
-from infra.turns import send_queued_turns
+from infra.store.approvals import Decision
+from turns.job import HandoffJob, JobFailed, fail_job
+from turns.rounds import Plan
+from turns.turn import Turn
 
 logger = logging.getLogger(__name__)
 
 FUNCTION_ID = "tool-handoff"
 RETRIES = 4
 
-
-class Claim(Plan):
-    claimed: bool
-    payload: dict[str, Any]  # the job's stored payload, which outranks the event's data
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def create_tool_handoff(
-    client: inngest.Inngest, services: Services, tools: list[BaseTool] | None = None
+    client: inngest.Inngest, services: Services, tools: list[BaseTool]
 ) -> inngest.Function[Any]:
-    tools = tools if tools is not None else demo_tools()
-    tools_by_name = {t.name: t for t in tools}
-    settings = services.settings
-    large_outputs = LargeOutputs(settings.large_output_bucket)
-
-    graphs = CompiledGraphs()
-
-    def graph_for(payload: HandoffPayload, saver: BaseCheckpointSaver[Any]) -> AgentGraph:
-        return graphs.bound(
-            payload.model_spec, tools, saver, max_tool_rounds=settings.max_tool_rounds
-        )
+    large_outputs = LargeOutputs(services.settings.large_output_bucket)
 
     async def on_failure(ctx: inngest.Context) -> None:
         original = ctx.event.data.get("event")
-        key = original.get("id") if isinstance(original, dict) else None
-        if not isinstance(key, str):
+        if not isinstance(original, dict) or not isinstance(original.get("id"), str):
             logger.error("failure event without the original event id")
             return
-        error = json.dumps(ctx.event.data.get("error"), default=str)
-        logger.error("tool handoff failed", extra={"job_id": key, "error": error})
-        pool = await services.pool()
-        await chat_store.fail_job(pool, idempotency_key=key, user_text=APOLOGY, error=error)
-        data = original.get("data") if isinstance(original, dict) else None
-        if isinstance(data, dict) and "chatId" in data and "assistantId" in data:
-            chat = chat_store.ChatId(uuid.UUID(str(data["chatId"])))
-            await send_queued_turns(pool, client, chat, str(data["assistantId"]))
+        logger.error(
+            "tool handoff failed",
+            extra={"job_id": original["id"], "error": str(ctx.event.data.get("error"))},
+        )
+        await fail_job(services, client, original["id"], original.get("data"))
 
     @client.create_function(
         fn_id=FUNCTION_ID,
@@ -107,146 +69,70 @@ def create_tool_handoff(
     )
     async def tool_handoff(ctx: inngest.Context) -> dict[str, Any]:
         try:
-            payload = HandoffPayload.model_validate(ctx.event.data)
+            turn = Turn.model_validate(ctx.event.data)
         except ValidationError as exc:
             raise inngest.NonRetriableError("invalid chat/tool_handoff payload") from exc
-        key = ctx.event.id
-        if not key:
+        if not ctx.event.id:
             raise inngest.NonRetriableError("chat/tool_handoff needs an event id")
-        thread_id = ThreadId(payload.thread_id)
-        config = thread_config(thread_id)
-        log = {"chat_id": str(payload.chat_id), "job_id": key, "correlation_id": ctx.run_id}
-
-        async def claim() -> Claim:
-            job = await chat_store.claim_job(
-                await services.pool(), key, ctx.run_id, lease_s=settings.job_lease_s
-            )
-            if job is None:
-                return {"claimed": False, "done": True, "pending": [], "payload": {}}
-            pool = await services.pool()
-            stored = HandoffPayload.model_validate(job.payload)
-            graph = graph_for(stored, durable_saver(pool))
-            state = await graph.aget_state(thread_config(ThreadId(stored.thread_id)))
-            version = checkpoint_schema(state.metadata)
-            if not readable_schema(version):
-                detail = (
-                    f"checkpoint {state.config['configurable'].get('checkpoint_id')} was written"
-                    f" by schema version {version}; this build reads"
-                    f" {OLDEST_READABLE_SCHEMA_VERSION} to {SCHEMA_VERSION}"
-                )
-                logger.error(
-                    "checkpoint from an incompatible version", extra={**log, "error": detail}
-                )
-                await chat_store.fail_job(
-                    pool, idempotency_key=key, user_text=INCOMPATIBLE_VERSION, error=detail
-                )
-                raise inngest.NonRetriableError(detail)
-            if stored.kind == "turn":
-                return {
-                    "claimed": True,
-                    "payload": job.payload,
-                    "done": False,
-                    "pending": [],
-                    "opening": True,
-                }
-            return {"claimed": True, "payload": job.payload, **plan_from(state)}
-
-        async def run_tool(call: dict[str, Any], decision: Decision | None = None) -> ToolResult:
-            pool = await services.pool()
-            # A call that already ran (a replay of a failed job, a retry after a lost step
-            # output) is not run again: its stored result is the result.
-            stored = await fetch_result(pool, thread_id, call["id"])
-            if stored is not None:
-                return stored
-            async with pool.connection() as conn:
-                held = await hold_job(conn, key, ctx.run_id)
-            if not held:
-                # Canceled meanwhile: a tool that acts outside (an email) must not act now. The
-                # round after this step finds the job gone and stops; nothing is stored.
-                return ToolResult(id=call["id"], name=call["name"], content="")
-            if decision is not None and not decision["approved"]:
-                declined = ToolResult(
-                    id=call["id"], name=call["name"], content=declined_text(call, decision)
-                )
-                return await store_result(pool, thread_id, declined)
-            tool = tools_by_name.get(call["name"])
-            if tool is None:
-                raise inngest.NonRetriableError(f"unknown tool {call['name']!r}")
-            try:
-                # Invoked as a tool call, so a tool can take the call id (InjectedToolCallId)
-                # as the idempotency key of whatever it does outside.
-                output = await tool.ainvoke({**call, "type": "tool_call"})
-            except (ToolInputError, ValidationError) as exc:
-                raise inngest.NonRetriableError(f"invalid input for {call['name']}") from exc
-            content = str(output.content if isinstance(output, ToolMessage) else output)
-            result = ToolResult(id=call["id"], name=call["name"], content=content)
-            shrunk = await large_outputs.shrink(
-                job_key=key, call_id=call["id"], name=call["name"], content=content
-            )
-            if shrunk is not None:
-                result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
-            return await store_result(pool, thread_id, result)
-
-        async def finalize() -> None:
-            pool = await services.pool()
-            state = await graph_for(payload, durable_saver(pool)).aget_state(config)
-            await chat_store.finalize_job(
-                pool,
-                idempotency_key=key,
-                message_id=chat_store.MessageId(payload.root_message_id),
-                content=render_agent_snapshot(state_values(state)).text,
-                checkpoint_id=state.config["configurable"].get("checkpoint_id"),
-            )
-            chat = chat_store.ChatId(payload.chat_id)
-            await send_queued_turns(pool, client, chat, payload.assistant_id)
-
-        claimed = await ctx.step.run("claim", claim)
-        if not claimed["claimed"]:
-            logger.info("job already taken or finished; nothing to do", extra=log)
-            return {"status": "skipped"}
-        # From here on the job row, written by the request that handed off, says which thread,
-        # message and model this is: the event only names the job. The steps above read these
-        # names when they run, so rebinding them here is what they see.
-        payload = HandoffPayload.model_validate(claimed["payload"])
-        thread_id = ThreadId(payload.thread_id)
-        config = thread_config(thread_id)
-        plan: Plan = claimed
-        round_no = 0
-        message_id = chat_store.MessageId(payload.root_message_id)
-        rounds = Rounds(services, graph_for, payload, key, ctx.run_id, log)
-        if plan.get("opening"):
-            plan = await ctx.step.run("model-round-opening", rounds.open)
-        while not plan["done"]:
-            # Calls that need the user's approval wait for it, one question at a time.
-            decisions: dict[str, Decision] = {}
-            for call in plan["pending"]:
-                tool = tools_by_name.get(call["name"])
-                if tool is not None and requires_approval(tool):
-                    decided = await await_decision(
-                        ctx, services, job_key=key, message_id=message_id, call=call
-                    )
-                    if decided is None:
-                        logger.info("job canceled while awaiting approval; stopping", extra=log)
-                        return {"status": "stopped", "rounds": round_no}
-                    decisions[call["id"]] = decided
-            results = await ctx.group.parallel(
-                tuple(
-                    partial(
-                        ctx.step.run,
-                        f"tool-{call['id']}",
-                        run_tool,
-                        call,
-                        decisions.get(call["id"]),
-                    )
-                    for call in plan["pending"]
-                )
-            )
-            plan = await ctx.step.run(f"model-round-{round_no}", rounds.resume, list(results))
-            round_no += 1
-        if plan.get("stopped"):
-            logger.info("job canceled or taken over; stopping", extra=log)
-            return {"status": "stopped", "rounds": round_no}
-        await ctx.step.run("finalize", finalize)
-        return {"status": "completed", "rounds": round_no}
+        job = HandoffJob(services, tools, large_outputs, ctx.event.id, ctx.run_id, turn)
+        return await run_steps(ctx, job, client)
 
     return tool_handoff
+
+
+async def run_steps(
+    ctx: inngest.Context, job: HandoffJob, events: inngest.Inngest
+) -> dict[str, Any]:
+    """The plan: claim, then tools and a model round until the model is done, then finalize."""
+    claim = await ctx.step.run("claim", _final(job.claim))
+    if not claim["claimed"]:
+        logger.info("job already taken or finished; nothing to do", extra=job.log)
+        return {"status": "skipped"}
+    # From here on the job row, written by the request that handed off, says which thread,
+    # message and model this is: the event only names the job.
+    job = job.claimed(claim)
+    plan: Plan = claim
+    if plan.get("opening"):
+        plan = await ctx.step.run("model-round-opening", job.rounds.open)
+    round_no = 0
+    while not plan["done"]:
+        # Calls that need the user's approval wait for it, one question at a time.
+        decisions: dict[str, Decision] = {}
+        for call in plan["pending"]:
+            tool = job.tool(call["name"])
+            if tool is not None and requires_approval(tool):
+                decided = await await_decision(ctx, job, call)
+                if decided is None:
+                    logger.info("job canceled while awaiting approval", extra=job.log)
+                    return {"status": "stopped", "rounds": round_no}
+                decisions[call["id"]] = decided
+        tool_steps = (
+            partial(
+                ctx.step.run,
+                f"tool-{call['id']}",
+                _final(job.run_tool),
+                call,
+                decisions.get(call["id"]),
+            )
+            for call in plan["pending"]
+        )
+        results = await ctx.group.parallel(tuple(tool_steps))
+        plan = await ctx.step.run(f"model-round-{round_no}", job.rounds.resume, list(results))
+        round_no += 1
+    if plan.get("stopped"):
+        logger.info("job canceled or taken over; stopping", extra=job.log)
+        return {"status": "stopped", "rounds": round_no}
+    await ctx.step.run("finalize", job.finalize, events)
+    return {"status": "completed", "rounds": round_no}
+
+
+def _final(body: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """The step body, with a failure no retry can mend made non-retriable for Inngest."""
+
+    async def step(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return await body(*args, **kwargs)
+        except JobFailed as exc:
+            raise inngest.NonRetriableError(str(exc)) from exc
+
+    return step

@@ -9,12 +9,13 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from langchain_core.tools import BaseTool
 
 from agent.tools import demo_tools
 from handlers import chats, control, history, respond
 from handlers.auth import Authenticator
+from handlers.deps import known_query_only
 from handlers.errors import install_error_handlers
 from handlers.limits import BodySizeLimit
 from infra.events import create_inngest_client
@@ -54,10 +55,11 @@ def create_app(
     app.state.on_shutdown = []
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
-    app.include_router(respond.router)
-    app.include_router(control.router)
-    app.include_router(history.router)
-    app.include_router(chats.router)
+    # Our routes refuse query parameters they do not take (the Inngest endpoint, mounted on
+    # this app in development, reads its own).
+    strict = [Depends(known_query_only)]
+    for router in (respond.router, control.router, history.router, chats.router):
+        app.include_router(router, dependencies=strict)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

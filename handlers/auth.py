@@ -10,8 +10,8 @@ from uuid import UUID
 
 import jwt
 
-from infra.chat_store import UserId
 from infra.settings import Settings
+from infra.store.ids import UserId
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.respond import ERROR_RESPONSES
-from infra import chats
+from handlers.errors import ERROR_RESPONSES
+from infra.store import chats
 
 router = APIRouter()
 
@@ -67,4 +67,7 @@ async def create_chat(
 ) -> Chat:
     """A new chat of the caller's."""
     title = (body or NewChat()).title
-    return chat_of(await chats.create_chat(await services.pool(), user.claims, title=title))
+    async with (await services.pool()).connection() as conn, conn.transaction():
+        row = await chats.create_chat(conn, user.claims, title=title)
+    assert row is not None  # a new id never conflicts
+    return chat_of(row)

@@ -13,12 +13,12 @@ from pydantic.alias_generators import to_camel
 
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.respond import ERROR_RESPONSES
-from infra.approvals import record_decision
-from infra.chat_store import ChatId
+from handlers.errors import ERROR_RESPONSES
 from infra.events import APPROVAL_EVENT, send_cancel
-from infra.job_control import cancel_active_job
-from infra.turns import send_queued_turns
+from infra.store.approvals import record_decision
+from infra.store.ids import ChatId
+from infra.store.jobs import cancel_active
+from turns.start import send_queued_turns
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ async def cancel(
     Canceling an idle chat changes nothing and is still accepted.
     """
     assistant_id = (body or CancelRequest()).assistant_id
-    canceled = await cancel_active_job(
+    canceled = await cancel_active(
         await services.pool(), user.claims, chat_id=ChatId(chat_id), assistant_id=assistant_id
     )
     if canceled is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -12,10 +13,11 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handlers.auth import InvalidToken
-from infra.approvals import ApprovalAlreadyDecided, ApprovalNotFound
-from infra.branches import EditTargetNotFound, NotEditable
-from infra.chat_store import ChatNotFound, DuplicateMessage, JobAlreadyActive
-from infra.chats import UnknownUser
+from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
+from infra.store.branches import EditTargetNotFound, NotEditable
+from infra.store.chats import ChatNotFound, UnknownUser
+from infra.store.jobs import JobAlreadyActive
+from infra.store.messages import DuplicateMessage
 
 logger = logging.getLogger(__name__)
 
@@ -112,3 +114,18 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
+
+
+# Documented so that clients generated from the OpenAPI schema parse errors as they are sent
+# (FastAPI would otherwise document its own 422 body, which this app never returns).
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "The body cannot be decoded.",
+        401: "Missing or invalid access token.",
+        404: "No such chat among the caller's.",
+        409: "A background job is still running, or the message was already sent.",
+        413: "The message or the request body is too large.",
+        422: "The request is not valid.",
+    }.items()
+}

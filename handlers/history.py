@@ -12,9 +12,9 @@ from pydantic.alias_generators import to_camel
 
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.respond import ERROR_RESPONSES
-from infra import branches
-from infra.chat_store import ChatId
+from handlers.errors import ERROR_RESPONSES
+from infra.store import branches
+from infra.store.ids import ChatId
 
 router = APIRouter()
 

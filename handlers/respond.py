@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 from uuid import UUID
 
@@ -17,30 +16,21 @@ from starlette.types import Receive, Scope, Send
 
 from agent.model import model_config
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
+from handlers.auth import AuthUser
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ApiError, ErrorBody
-from handlers.quick_path import Turn, load_history, run_turn
-from infra import branches, turns
-from infra.chat_store import ChatId, MessageId
+from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.sse import SSE_HEADERS, sse
 from infra.events import send_cancel
-from infra.turns import Strategy
+from infra.settings import Settings
+from infra.store import branches
+from infra.store.branches import Edit
+from infra.store.ids import ChatId, MessageId
+from turns.engine import load_run
+from turns.quick import Emit, run_turn
+from turns.start import Strategy, start_turn
+from turns.turn import Turn
 
 router = APIRouter()
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-
-# Documented so that clients generated from the OpenAPI schema parse errors as they are sent
-# (FastAPI would otherwise document its own 422 body, which this app never returns).
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": description}
-    for status, description in {
-        400: "The body cannot be decoded.",
-        401: "Missing or invalid access token.",
-        404: "No such chat among the caller's.",
-        409: "A background job is still running, or the message was already sent.",
-        413: "The message or the request body is too large.",
-        422: "The request is not valid.",
-    }.items()
-}
 
 
 class RespondRequest(BaseModel):
@@ -71,29 +61,11 @@ def _discard(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
-def new_turn(turn: Turn) -> turns.NewTurn:
-    """The rows a turn starts with, and the job it becomes should it have to wait."""
-    payload = turn.handoff_payload(None).model_copy(
-        update={"kind": "turn", "user_message_id": turn.user_message_id, "content": turn.content}
-    )
-    return turns.NewTurn(
-        chat_id=turn.chat_id,
-        assistant_id=turn.assistant_id,
-        message_id=turn.user_message_id,
-        content=turn.content,
-        job_key=turn.job_key,
-        run_id=turn.run_id,
-        reply_id=turn.assistant_message_id,
-        queued_payload=payload.to_data(),
-        reply_metadata={"model": turn.model_spec.get("model"), "runId": turn.run_id},
-    )
-
-
 def _queued_response(turn: Turn) -> StreamingResponse:
     """A turn that waits behind the active job: its reply streams in the background later."""
     body = [
-        sse("metadata", turn.metadata()),
-        sse("handoff", turn.handoff()),
+        sse("metadata", turn.stream_metadata()),
+        sse("handoff", turn.handoff_event()),
     ]
 
     async def stream() -> AsyncIterator[bytes]:
@@ -101,10 +73,6 @@ def _queued_response(turn: Turn) -> StreamingResponse:
             yield item
 
     return StreamingResponse(stream(), media_type="text/event-stream", headers=SSE_HEADERS)
-
-
-def sse(event: str, data: dict[str, Any]) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
 @router.post(
@@ -120,8 +88,6 @@ async def respond(
         raise ApiError(413, "content_too_large", "The message is too long.")
     if not body.content.strip():
         raise ApiError(422, "invalid_request", "content: must not be blank")
-    chat_id = ChatId(body.chat_id)
-    thread_id = thread_key(chat_id, body.assistant_id)
     pool = await services.pool()
     edit = None
     if body.edit_of is not None:
@@ -129,67 +95,53 @@ async def respond(
         edit = await branches.edit_target(
             pool,
             user.claims,
-            chat_id=chat_id,
+            chat_id=ChatId(body.chat_id),
             assistant_id=body.assistant_id,
             message_id=body.edit_of,
         )
-    turn = Turn(
-        user_id=user.id,
-        chat_id=chat_id,
-        assistant_id=body.assistant_id,
-        thread_id=thread_id,
-        user_message_id=MessageId(body.user_message_id or uuid.uuid4()),
-        assistant_message_id=MessageId(uuid.uuid4()),
-        run_id=str(uuid.uuid4()),
-        content=body.content,
-        model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
-        job_key=str(uuid.uuid4()),
-        edit=edit,
-    )
+    turn = _new_turn(body, user, settings, edit)
+    tools = request.app.state.tools
     # Both stand between the request and its first token and neither needs the other, so the
     # thread's history loads while the user's message is stored. If the chat turns out not to
     # be the caller's, the history is dropped unread: nothing of it reaches the response.
-    history = asyncio.create_task(load_history(services, thread_id, edit))
+    run = asyncio.create_task(load_run(pool, turn, tools, max_tool_rounds=settings.max_tool_rounds))
     try:
-        slot = await turns.start_turn(
-            pool,
-            user.claims,
-            new_turn(turn),
-            strategy=body.multitask_strategy,
-            lease_s=settings.turn_lease_s,
+        slot = await start_turn(
+            pool, user.claims, turn, strategy=body.multitask_strategy, lease_s=settings.turn_lease_s
         )
     except BaseException:
-        history.cancel()
-        history.add_done_callback(_discard)
+        _drop(run)
         raise
     if slot.queued:
-        history.cancel()
-        history.add_done_callback(_discard)
+        _drop(run)
         return _queued_response(turn)
     state = request.app.state
     if slot.interrupted is not None and slot.interrupted.message_id is not None:
         # Not awaited: the new turn's first token does not wait for the old run's stop.
-        stop = asyncio.create_task(
-            send_cancel(
-                state.events,
-                chat_id=turn.chat_id,
-                assistant_id=turn.assistant_id,
-                message_id=slot.interrupted.message_id,
-            )
+        stop = send_cancel(
+            state.events,
+            chat_id=turn.chat_id,
+            assistant_id=turn.assistant_id,
+            message_id=slot.interrupted.message_id,
         )
-        state.turns.add(stop)
-        stop.add_done_callback(state.turns.discard)
+        _keep(state.turns, asyncio.create_task(stop))
+    return _relay(
+        state.turns, lambda emit: run_turn(turn, services, state.events, tools, emit, run=run)
+    )
+
+
+def _relay(
+    tasks: set[asyncio.Task[Any]], turn: Callable[[Emit], Coroutine[Any, Any, None]]
+) -> TurnResponse:
+    """Run the turn detached from the response, which relays what it emits: the turn completes
+    even if the client disconnects."""
     queue: asyncio.Queue[bytes | None] = asyncio.Queue()
 
     async def emit(event: str, data: dict[str, Any]) -> None:
         queue.put_nowait(sse(event, data))
 
-    # Detached from the response: the turn completes even if the client disconnects.
-    task = asyncio.create_task(
-        run_turn(turn, services, state.events, state.tools, emit, history=history)
-    )
-    state.turns.add(task)
-    task.add_done_callback(state.turns.discard)
+    task = asyncio.create_task(turn(emit))
+    _keep(tasks, task)
     # The stream stays open until the turn's work is done (the handoff event sent), so a
     # platform that freezes the process once the response ends cannot freeze it half-way.
     task.add_done_callback(lambda _: queue.put_nowait(None))
@@ -199,6 +151,34 @@ async def respond(
             yield item
 
     return TurnResponse(stream(), turn=task)
+
+
+def _new_turn(body: RespondRequest, user: AuthUser, settings: Settings, edit: Edit | None) -> Turn:
+    chat_id = ChatId(body.chat_id)
+    return Turn(
+        user_id=user.id,
+        chat_id=chat_id,
+        assistant_id=body.assistant_id,
+        thread_id=thread_key(chat_id, body.assistant_id),
+        user_message_id=MessageId(body.user_message_id or uuid.uuid4()),
+        root_message_id=MessageId(uuid.uuid4()),
+        run_id=str(uuid.uuid4()),
+        content=body.content,
+        model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
+        job_key=str(uuid.uuid4()),
+        edit=edit,
+    )
+
+
+def _keep(tasks: set[asyncio.Task[Any]], task: asyncio.Task[Any]) -> None:
+    """Hold a detached task until it ends; the app's shutdown waits for what is held."""
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+
+
+def _drop(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    task.add_done_callback(_discard)
 
 
 class TurnResponse(StreamingResponse):

@@ -1,14 +1,16 @@
-"""Inngest events: the client that sends them, the `chat/tool_handoff` payload, sending."""
+"""Inngest events: their names, the client that sends them, and sending them.
+
+The `chat/tool_handoff` event's data is a turn's (turns/turn.py).
+"""
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 import inngest
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
-from pydantic.alias_generators import to_camel
+from pydantic import SecretStr
 
 from infra.settings import Settings
 
@@ -18,39 +20,17 @@ HANDOFF_EVENT = "chat/tool_handoff"
 # data: {chatId, assistantId, messageId}: the run whose job has that root message stops.
 CANCEL_EVENT = "chat/cancel"
 # data: {chatId, messageId, toolCallId}: wakes the run waiting on that call; the decision itself
-# is read from the message (infra/approvals.py).
+# is read from the message (infra/store/approvals.py).
 APPROVAL_EVENT = "chat/tool_approval"
-
-
-class HandoffPayload(BaseModel):
-    """`event.data` of chat/tool_handoff (camelCase on the wire)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
-
-    chat_id: UUID
-    user_id: UUID
-    assistant_id: str
-    thread_id: str
-    root_message_id: UUID
-    checkpoint_id: str
-    model_spec: dict[str, Any] = Field(alias="modelConfig")
-    # `handoff`: resume the paused checkpoint. `turn`: a message that waited behind another
-    # job; the background runs its whole turn, from the user's message on.
-    kind: Literal["handoff", "turn"] = "handoff"
-    user_message_id: UUID | None = None
-    content: str | None = None
-
-    def to_data(self) -> dict[str, Any]:
-        return self.model_dump(mode="json", by_alias=True)
 
 
 class EventSender(Protocol):
     async def send(self, events: inngest.Event | list[inngest.Event]) -> list[str]: ...
 
 
-async def send_handoff(sender: EventSender, event_id: str, payload: HandoffPayload) -> None:
+async def send_handoff(sender: EventSender, event_id: str, data: dict[str, Any]) -> None:
     """`id` = the job's idempotency key: Inngest drops a re-send of the same id."""
-    await sender.send(inngest.Event(id=event_id, name=HANDOFF_EVENT, data=payload.to_data()))
+    await sender.send(inngest.Event(id=event_id, name=HANDOFF_EVENT, data=data))
 
 
 async def send_cancel(

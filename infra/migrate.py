@@ -25,7 +25,6 @@ LOCK_SQL = "select pg_advisory_xact_lock(hashtext('handoff.migrations'))"
 APPLIED_SQL = "select name from handoff.migrations"
 RECORD_SQL = "insert into handoff.migrations (name) values (%s)"
 
-CHECKPOINT_SCHEMA = "langgraph"
 CHECKPOINT_LEDGER_SQL = (
     "create table if not exists langgraph.checkpoint_migrations (v integer primary key)"
 )

@@ -20,8 +20,9 @@ from devkit.change_feed import (
     Subscription,
 )
 from devkit.change_payloads import PostgresChange
-from infra.chat_store import ChatId, ChatNotFound
 from infra.db import create_pool
+from infra.store.chats import ChatNotFound
+from infra.store.ids import ChatId
 from tests.support import create_user_with_chat, execute, fetch, insert_message, write_draft
 
 SLOTS_SQL = (

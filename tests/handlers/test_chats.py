@@ -69,3 +69,16 @@ async def test_bad_requests_get_json_errors_and_create_nothing(database_url: str
             (r.status_code, r.json()["error"]["code"]) for r in (unauthenticated, stranger)
         ] == [(401, "unauthorized")] * 2
     assert len(await fetch(database_url, "select * from chat")) == 1
+
+
+async def test_a_misspelt_query_parameter_is_refused_not_ignored(database_url: str) -> None:
+    user_id, _ = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        auth = {"Authorization": f"Bearer {token_for(user_id)}"}
+        response = await stack.http.get("/api/chats?limt=1", headers=auth)
+        assert response.status_code == 422
+        assert response.json() == {
+            "error": {"code": "invalid_request", "message": "unknown query parameter 'limt'"}
+        }
+        # The parameter the route does take still works.
+        assert (await stack.http.get("/api/chats?limit=1", headers=auth)).status_code == 200

@@ -9,9 +9,9 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from agent.threads import thread_config, thread_key
-from infra.chat_store import ChatId, MessageId
 from infra.db import connect
-from infra.drafts import DraftWriter
+from infra.store.drafts import DraftWriter
+from infra.store.ids import ChatId, MessageId
 from tests.support import Stack, create_user_with_chat, durable_messages, running_stack, token_for
 
 

@@ -14,11 +14,11 @@ from agent.graph import build_agent_graph
 from agent.model import create_model
 from agent.threads import thread_config, thread_key
 from agent.tools import demo_tools
-from infra.chat_store import ChatId, MessageId
-from infra.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.db import Pool, create_pool
-from infra.drafts import DraftWriter
 from infra.migrate import migrate
+from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
+from infra.store.drafts import DraftWriter
+from infra.store.ids import ChatId, MessageId
 from tests.support import create_user_with_chat, fetch
 
 

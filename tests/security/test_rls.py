@@ -1,6 +1,6 @@
 """Row-level security as the Data API runs it: who may read and write which rows.
 
-Every attempt runs the way PostgREST runs a request (and as `infra.chat_store.user_transaction`
+Every attempt runs the way PostgREST runs a request (and as `infra.store.access.user_transaction`
 does): in a transaction, with `request.jwt.claims` set and `set local role` to the request's
 role. The transaction is then rolled back, so every case starts from the same seeded database.
 

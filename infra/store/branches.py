@@ -17,8 +17,11 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
-from infra.chat_store import CHAT_VISIBLE_SQL, ChatId, ChatNotFound, MessageId, user_transaction
 from infra.db import Conn, Pool
+from infra.store.access import user_transaction
+from infra.store.chats import require_chat
+from infra.store.ids import ChatId, MessageId
+from infra.store.messages import MessageMetadata
 
 MAIN_BRANCH = "main"
 
@@ -111,7 +114,7 @@ async def mark_user_message(
 ) -> str:
     """Record where the turn of `message_id` began and on which branch; returns the branch. An
     edit opens a branch of its own and marks the old one stale. Runs in the transaction that
-    stores the turn's checkpoints; its reply carries `reply_marks`."""
+    stores the turn's checkpoints; its reply carries the head checkpoint and the branch."""
     marks: dict[str, Any] = {"checkpointId": base_checkpoint_id}
     branch = None
     if edit is not None:
@@ -129,11 +132,7 @@ async def mark_user_message(
     return str(row["branch"]) if row else MAIN_BRANCH
 
 
-def reply_marks(head_checkpoint_id: str | None, branch: str) -> dict[str, Any]:
-    return {"checkpointId": head_checkpoint_id, "branchId": branch}
-
-
-async def mark_reply(conn: Conn, message_id: MessageId, marks: dict[str, Any]) -> None:
+async def mark_reply(conn: Conn, message_id: MessageId, marks: MessageMetadata) -> None:
     await conn.execute(MARK_REPLY_SQL, {"message_id": message_id, "marks": Jsonb(marks)})
 
 
@@ -142,7 +141,6 @@ async def history(
 ) -> list[dict[str, Any]]:
     """Every message of the chat's thread for this assistant, all branches, oldest first."""
     async with user_transaction(pool, claims) as conn:
-        if await (await conn.execute(CHAT_VISIBLE_SQL, (chat_id,))).fetchone() is None:
-            raise ChatNotFound(chat_id)
+        await require_chat(conn, chat_id)
         params = {"chat_id": chat_id, "assistant_id": assistant_id}
         return await (await conn.execute(HISTORY_SQL, params)).fetchall()

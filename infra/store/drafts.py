@@ -11,10 +11,12 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from infra.chat_store import ChatId, MessageId
-from infra.db import Pool
+from infra.db import Conn, Pool
+from infra.store.ids import ChatId, MessageId
 
 CURRENT_SEQ_SQL = "select seq from public.message_draft where message_id = %s"
+# A reply that ended has its final content: its draft goes.
+DELETE_DRAFT_SQL = "delete from public.message_draft where message_id = %s"
 # The seq guard makes an older write (say, from an attempt that lost its lease) a no-op, and
 # a message that ended (canceled while a round still streamed) gets no new draft.
 UPSERT_DRAFT_SQL = """
@@ -124,3 +126,7 @@ class DraftWriter:
         self._written = len(text)
         self._last_write = self._clock()
         self.writes += 1
+
+
+async def delete_draft(conn: Conn, message_id: MessageId) -> None:
+    await conn.execute(DELETE_DRAFT_SQL, (message_id,))

@@ -14,8 +14,9 @@ from typing import Any, TypedDict
 
 from psycopg.types.json import Jsonb
 
-from infra.chat_store import ChatId, MessageId, user_transaction
 from infra.db import Conn, Pool
+from infra.store.access import user_transaction
+from infra.store.ids import ChatId, MessageId
 
 
 class Decision(TypedDict):

@@ -1,0 +1,67 @@
+"""A user's chats, read and created under their RLS (what supabase-js does on Supabase)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg import errors
+
+from infra.db import Conn, Pool
+from infra.store.access import act_as_user, user_transaction
+from infra.store.ids import ChatId, UserId
+
+CHAT_VISIBLE_SQL = "select id from public.chat where id = %s"
+LIST_CHATS_SQL = """
+select id, title, created_at, updated_at from public.chat
+order by created_at desc, id
+limit %s
+"""
+# user_id comes from the claims, as a supabase-js insert relies on: the policy's check then
+# holds by construction, and nobody can create a chat for somebody else. An id that exists
+# already creates nothing (a seed run twice).
+CREATE_CHAT_SQL = """
+insert into public.chat (id, user_id, title)
+values (coalesce(%s, gen_random_uuid()), (select auth.uid()), %s)
+on conflict (id) do nothing
+returning id, title, created_at, updated_at
+"""
+ENSURE_USER_SQL = """
+insert into auth.users (id, email) values (%s, %s) on conflict (id) do nothing
+"""
+
+
+class ChatNotFound(LookupError):
+    """The chat does not exist or is not the user's."""
+
+
+class UnknownUser(LookupError):
+    """The token is valid, but its user is not (or no longer) in auth.users."""
+
+
+async def require_chat(conn: Conn, chat_id: ChatId) -> None:
+    """ChatNotFound unless the chat is visible in `conn`'s transaction (under the user's RLS)."""
+    if await (await conn.execute(CHAT_VISIBLE_SQL, (chat_id,))).fetchone() is None:
+        raise ChatNotFound(chat_id)
+
+
+async def list_chats(pool: Pool, claims: dict[str, Any], *, limit: int) -> list[dict[str, Any]]:
+    """The user's chats, newest first; RLS keeps everyone else's out."""
+    async with user_transaction(pool, claims) as conn:
+        return await (await conn.execute(LIST_CHATS_SQL, (limit,))).fetchall()
+
+
+async def create_chat(
+    conn: Conn, claims: dict[str, Any], *, title: str, chat_id: ChatId | None = None
+) -> dict[str, Any] | None:
+    """A chat of the claims' user, in `conn`'s transaction and under their RLS; its row, or None
+    when `chat_id` names a chat that exists already."""
+    await act_as_user(conn, claims)
+    try:
+        return await (await conn.execute(CREATE_CHAT_SQL, (chat_id, title))).fetchone()
+    except errors.ForeignKeyViolation as exc:
+        raise UnknownUser from exc
+
+
+async def ensure_user(conn: Conn, user_id: UserId, email: str) -> None:
+    """Service write for seeding; on Supabase, auth owns this table."""
+    await conn.execute(ENSURE_USER_SQL, (user_id, email))

@@ -1,0 +1,275 @@
+"""The `job_runs` state machine: one chat slot per assistant, the fence, leases, promotion.
+
+Kinds: `quick` (a turn on its respond handler), `handoff` (that turn continuing in the
+background), `turn` (a message enqueued behind another job; the background runs it whole).
+
+    quick:   processing --hand_off--> queued (kind handoff) ;  --complete_quick--> completed
+    handoff, turn:  queued --claim--> processing --finish--> completed
+    waiting --(the job ahead ends; trigger, migration 0007)--> queued
+    queued | processing --cancel--> canceled ;  --fail--> error --claim (a replay)--> processing
+
+The rules:
+
+- **One active job per chat and assistant**: a partial unique index over `queued` and
+  `processing` is the slot. A turn takes it with its user's message (`take_slot`), so two
+  messages sent together are ordered by the database; `waiting` jobs hold no slot.
+- **Promotion**: when a job leaves the slot, a deferred trigger makes the oldest `waiting` turn
+  of that chat `queued`; its event goes out through the outbox (infra/store/outbox.py).
+- **The fence**: every write of a run that matters happens in a transaction that first passes
+  `hold` (or a guarded transition below): only the run that holds a live job passes, and a
+  cancel, which locks the same row, waits for that transaction. Nothing lands after a cancel.
+- **Leases**: `hold` is the heartbeat. A `quick` job silent for `TURN_LEASE_S` is taken for
+  dead (`expire_dead_quick`); a background run silent for `JOB_LEASE_S` may be taken over by
+  another run's claim, which is harmless because tool results are stored once per call.
+- **Ends are final**: only a live job completes, fails or is canceled; a late report (another
+  run's, a retry after a replay succeeded) changes nothing. A failed job may be claimed again:
+  a dashboard replay resumes it.
+- `error` holds a code and plain words only, never a traceback: the chat's owner can read it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+from uuid import UUID
+
+from psycopg.types.json import Jsonb
+
+from infra.db import Conn, Pool
+from infra.events import HANDOFF_EVENT
+from infra.store import messages
+from infra.store.access import act_as_service, user_transaction
+from infra.store.chats import require_chat
+from infra.store.drafts import delete_draft
+from infra.store.ids import ChatId, MessageId
+
+JobStatus = Literal["waiting", "queued", "processing", "completed", "error", "canceled"]
+JobKind = Literal["quick", "handoff", "turn"]
+
+# Waits for a concurrent taker to commit, then takes the slot or finds it taken. Runs before
+# the chat is known to be the caller's: if it is not, the transaction rolls this back.
+TAKE_SLOT_SQL = """
+insert into public.job_runs
+  (chat_id, assistant_id, status, kind, event_name, idempotency_key, run_id, payload)
+select %(chat_id)s, %(assistant_id)s, 'processing', 'quick', %(event)s, %(key)s, %(run_id)s,
+       '{}'::jsonb
+where exists (select 1 from public.chat where id = %(chat_id)s)
+on conflict (chat_id, assistant_id) where status in ('queued', 'processing') do nothing
+returning id
+"""
+WAIT_SQL = """
+insert into public.job_runs
+  (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, payload)
+values (%(chat_id)s, %(assistant_id)s, %(reply_id)s, 'waiting', 'turn', %(event)s, %(key)s,
+        %(payload)s)
+"""
+# A quick path that died (its process killed mid-stream) must not hold the slot for good. With
+# no chat given, every chat's: the outbox relay's sweep, so that a turn waiting behind a dead
+# one does not wait for another message to come along.
+EXPIRE_QUICK_SQL = """
+update public.job_runs set status = 'error', error = 'quick_path_stopped', updated_at = now()
+where kind = 'quick' and status = 'processing'
+  and (%(chat_id)s::uuid is null or (chat_id = %(chat_id)s and assistant_id = %(assistant_id)s))
+  and updated_at < now() - make_interval(secs => %(lease_s)s)
+"""
+# The turn's quick job becomes its background job: the event (id = the key) goes out next.
+# Both only while the turn still holds its slot (the cancel of another request may have ended
+# it): the caller rolls its transaction back when they change nothing.
+HAND_OFF_SQL = """
+update public.job_runs
+set status = 'queued', kind = 'handoff', root_message_id = %s, payload = %s, updated_at = now()
+where idempotency_key = %s and run_id = %s and status = 'processing' and kind = 'quick'
+returning id
+"""
+COMPLETE_QUICK_SQL = """
+update public.job_runs set status = 'completed', updated_at = now()
+where idempotency_key = %s and run_id = %s and status = 'processing' and kind = 'quick'
+returning id
+"""
+# A run may take a queued job, a failed one (a dashboard replay resumes it), one it already
+# holds (its own retry after the claim committed but the step's result was lost), or one whose
+# run has shown no sign of life for the lease (a run that died without reaching on_failure would
+# otherwise block its chat for good). Taking over a live run is harmless: tool results are
+# stored once per call and model rounds apply them by call id. A claim proves the event arrived,
+# so it also takes the job out of the outbox.
+CLAIM_SQL = """
+update public.job_runs
+set status = 'processing', run_id = %(run_id)s, attempt = attempt + 1, error = null,
+    event_sent_at = coalesce(event_sent_at, now()), updated_at = now()
+where idempotency_key = %(key)s and kind <> 'quick'
+  and (status in ('queued', 'error')
+       or (status = 'processing'
+           and (run_id = %(run_id)s or updated_at < now() - make_interval(secs => %(lease_s)s))))
+returning id, root_message_id, payload
+"""
+# Only a job still running completes: a canceled one keeps the text it had when canceled.
+COMPLETE_SQL = """
+update public.job_runs set status = 'completed', error = null, updated_at = now()
+where idempotency_key = %s and status = 'processing'
+returning id
+"""
+# Only a live job can fail: a late report (another run's, one after a replay succeeded, the
+# failure handler after the function already failed the job itself) must not undo its end.
+FAIL_SQL = """
+update public.job_runs set status = 'error', error = %s, updated_at = now()
+where idempotency_key = %s and status in ('queued', 'processing')
+returning root_message_id
+"""
+CANCEL_SQL = """
+update public.job_runs set status = 'canceled', updated_at = now()
+where chat_id = %s and assistant_id = %s and status in ('queued', 'processing')
+returning idempotency_key, root_message_id
+"""
+# The update is the heartbeat too: a run that keeps writing keeps its lease.
+HOLD_SQL = """
+update public.job_runs set updated_at = now()
+where idempotency_key = %s and status = 'processing' and run_id = %s
+returning id
+"""
+
+
+class JobAlreadyActive(RuntimeError):
+    """A background job is already queued or running for this chat and assistant."""
+
+
+@dataclass(frozen=True)
+class SlotRequest:
+    """A turn asking for its chat's slot; the job's key is also its handoff event's id."""
+
+    chat_id: ChatId
+    assistant_id: str
+    job_key: str
+    run_id: str
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    job_id: UUID
+    root_message_id: MessageId
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CanceledJob:
+    idempotency_key: str
+    # None for a turn still on its quick path: that path stores its own reply as canceled.
+    message_id: MessageId | None
+
+
+async def take_slot(conn: Conn, turn: SlotRequest) -> bool:
+    params = {
+        "chat_id": turn.chat_id,
+        "assistant_id": turn.assistant_id,
+        "event": HANDOFF_EVENT,
+        "key": turn.job_key,
+        "run_id": turn.run_id,
+    }
+    return await (await conn.execute(TAKE_SLOT_SQL, params)).fetchone() is not None
+
+
+async def wait_for_slot(
+    conn: Conn, turn: SlotRequest, *, reply_id: MessageId, payload: dict[str, Any]
+) -> None:
+    """The turn waits behind the active job; promotion queues it when that job ends."""
+    params = {
+        "chat_id": turn.chat_id,
+        "assistant_id": turn.assistant_id,
+        "reply_id": reply_id,
+        "event": HANDOFF_EVENT,
+        "key": turn.job_key,
+        "payload": Jsonb(payload),
+    }
+    await conn.execute(WAIT_SQL, params)
+
+
+async def expire_dead_quick(
+    conn: Conn, *, lease_s: float, chat_id: ChatId | None = None, assistant_id: str = ""
+) -> int:
+    """End the quick jobs (of one chat and assistant, or all) silent for `lease_s`."""
+    params = {"chat_id": chat_id, "assistant_id": assistant_id, "lease_s": lease_s}
+    return (await conn.execute(EXPIRE_QUICK_SQL, params)).rowcount
+
+
+async def hand_off(
+    conn: Conn, *, job_key: str, run_id: str, root_message_id: MessageId, payload: dict[str, Any]
+) -> bool:
+    """The turn's job continues in the background; False when the turn lost its slot."""
+    params = (root_message_id, Jsonb(payload), job_key, run_id)
+    return await (await conn.execute(HAND_OFF_SQL, params)).fetchone() is not None
+
+
+async def complete_quick(conn: Conn, job_key: str, run_id: str) -> bool:
+    """The turn ended on the quick path; False when it lost its slot."""
+    return await (await conn.execute(COMPLETE_QUICK_SQL, (job_key, run_id))).fetchone() is not None
+
+
+async def claim(pool: Pool, job_key: str, run_id: str, *, lease_s: float) -> ClaimedJob | None:
+    """Take the job for this run; None when it is done, canceled or held by another live run."""
+    params = {"key": job_key, "run_id": run_id, "lease_s": lease_s}
+    async with pool.connection() as conn, conn.transaction():
+        row = await (await conn.execute(CLAIM_SQL, params)).fetchone()
+        if row is None:
+            return None
+        await messages.mark_streaming(conn, row["root_message_id"])
+    return ClaimedJob(row["id"], MessageId(row["root_message_id"]), row["payload"])
+
+
+async def hold(conn: Conn, job_key: str, run_id: str) -> bool:
+    """Lock the job for the rest of `conn`'s transaction if `run_id` still holds it running.
+
+    Writes made in that transaction land only while the job is live, and a cancel waits for
+    them to commit: they never land after it.
+    """
+    return await (await conn.execute(HOLD_SQL, (job_key, run_id))).fetchone() is not None
+
+
+async def finish(
+    pool: Pool, *, job_key: str, message_id: MessageId, content: str, checkpoint_id: str | None
+) -> None:
+    """Final content, `completed`, draft gone and job `completed`, all or nothing; nothing at
+    all when the job is no longer running (canceled, or already finished by a retry)."""
+    async with pool.connection() as conn, conn.transaction():
+        if await (await conn.execute(COMPLETE_SQL, (job_key,))).fetchone() is None:
+            return
+        await messages.complete(conn, message_id, content=content, checkpoint_id=checkpoint_id)
+        await delete_draft(conn, message_id)
+
+
+async def fail(pool: Pool, *, job_key: str, user_text: str, error: str) -> bool:
+    """The reply says `user_text`; `error` (a code, no internals) stays on the job. False if
+    the job had ended already."""
+    async with pool.connection() as conn, conn.transaction():
+        row = await (await conn.execute(FAIL_SQL, (error, job_key))).fetchone()
+        if row is None:
+            return False
+        if row["root_message_id"] is not None:
+            await messages.fail(conn, row["root_message_id"], user_text)
+            await delete_draft(conn, row["root_message_id"])
+    return True
+
+
+async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJob | None:
+    """Cancel the active job of the chat and assistant within `conn`'s transaction: the job and
+    its reply end `canceled` together, so the user's view is settled whatever the run does."""
+    row = await (await conn.execute(CANCEL_SQL, (chat_id, assistant_id))).fetchone()
+    if row is None:
+        return None
+    message_id = row["root_message_id"]
+    if message_id is not None:
+        await messages.cancel(conn, message_id)
+        await delete_draft(conn, message_id)
+    return CanceledJob(row["idempotency_key"], message_id)
+
+
+async def cancel_active(
+    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str
+) -> CanceledJob | None:
+    """Cancel the chat's running job for the assistant; None when there is none (idle).
+
+    The chat is looked up under the user's RLS, so another user's chat is ChatNotFound; the
+    job and message writes are the service's, as the Data API roles cannot write jobs.
+    """
+    async with user_transaction(pool, claims) as conn:
+        await require_chat(conn, chat_id)
+        await act_as_service(conn)
+        return await cancel_in(conn, chat_id, assistant_id)

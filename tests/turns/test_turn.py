@@ -1,0 +1,77 @@
+"""The one Turn shape: what the quick path runs, the job stores and the event carries."""
+
+from __future__ import annotations
+
+import uuid
+
+from infra.store.ids import ChatId, MessageId, UserId
+from turns.turn import Turn
+
+# The chat/tool_handoff event's data as the contract names it.
+EVENT_FIELDS = {
+    "chatId",
+    "userId",
+    "assistantId",
+    "threadId",
+    "rootMessageId",
+    "checkpointId",
+    "modelConfig",
+}
+
+
+def quick_turn() -> Turn:
+    chat_id = ChatId(uuid.uuid4())
+    return Turn(
+        chat_id=chat_id,
+        user_id=UserId(uuid.uuid4()),
+        assistant_id="default",
+        thread_id=f"{chat_id}:default",
+        root_message_id=MessageId(uuid.uuid4()),
+        user_message_id=MessageId(uuid.uuid4()),
+        content="/calc 2*21",
+        model_spec={"model": "scripted"},
+        job_key=str(uuid.uuid4()),
+        run_id=str(uuid.uuid4()),
+    )
+
+
+def test_a_handed_off_turn_carries_the_event_contract_and_nothing_of_the_request() -> None:
+    turn = quick_turn()
+
+    data = turn.paused_at("1f0-checkpoint").to_data()
+
+    assert set(data) >= EVENT_FIELDS
+    assert (data["kind"], data["checkpointId"]) == ("handoff", "1f0-checkpoint")
+    # The job's key is the event's id, and the quick path's run is its own: neither is data.
+    assert not {"jobKey", "runId", "edit"} & set(data)
+    assert Turn.model_validate(data) == turn.paused_at("1f0-checkpoint").model_copy(
+        update={"job_key": "", "run_id": ""}
+    )
+
+
+def test_a_waiting_turn_keeps_the_message_the_background_runs_from() -> None:
+    turn = quick_turn()
+
+    stored = Turn.model_validate(turn.waiting().to_data())
+
+    assert stored.kind == "turn"
+    assert (stored.user_message_id, stored.content) == (turn.user_message_id, turn.content)
+
+
+def test_a_job_stored_before_turns_carried_their_message_still_reads() -> None:
+    # GIVEN the payload of a handoff job written before the payload named the user's message
+    old = {
+        "chatId": str(uuid.uuid4()),
+        "userId": str(uuid.uuid4()),
+        "assistantId": "default",
+        "threadId": "x:default",
+        "rootMessageId": str(uuid.uuid4()),
+        "checkpointId": "1f0",
+        "modelConfig": {"model": "scripted"},
+    }
+
+    # WHEN the background reads it
+    turn = Turn.model_validate(old)
+
+    # THEN it resumes the paused checkpoint
+    assert (turn.kind, turn.checkpoint_id, turn.user_message_id) == ("handoff", "1f0", None)

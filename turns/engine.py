@@ -1,0 +1,148 @@
+"""What the quick path and the background rounds share: a run on an in-memory copy of the
+thread, and one way to store it.
+
+A run starts from the thread's latest durable checkpoint (or, for an edit, the one the edited
+turn began from), seeded into an in-memory saver, so streaming writes nothing to the database.
+Its checkpoints land afterwards in one transaction, together with whatever else the caller
+stores and behind the job fence (infra/store/jobs.py): a run that lost its job leaves the thread
+as it was.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.types import StateSnapshot
+
+from agent.graph import (
+    AgentGraph,
+    CompiledGraphs,
+    state_values,
+    stream_agent_text,
+    unanswered_calls_closed,
+)
+from agent.state import (
+    OLDEST_READABLE_SCHEMA_VERSION,
+    SCHEMA_VERSION,
+    AgentState,
+    checkpoint_schema,
+    readable_schema,
+)
+from agent.threads import thread_config
+from infra.db import Conn, Pool
+from infra.store import branches
+from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
+from infra.store.messages import MessageMetadata
+from turns.turn import Turn
+
+# Compiled once per model config and tool set in this process, not once per turn or round.
+GRAPHS = CompiledGraphs()
+
+
+class IncompatibleCheckpoint(RuntimeError):
+    """The thread's checkpoint was written by a schema version this build cannot read."""
+
+
+@dataclass(frozen=True)
+class Run:
+    """A turn's graph on an in-memory copy of its thread."""
+
+    graph: AgentGraph
+    memory: InMemorySaver
+    known: str | None  # the seeded checkpoint's id; None for a new thread
+    config: RunnableConfig
+
+    async def state(self) -> StateSnapshot:
+        return await self.graph.aget_state(self.config)
+
+    def text(self, graph_input: AgentState | None) -> AsyncIterator[str]:
+        """Run to the next tool boundary or the end, yielding the model's text as it streams."""
+        return stream_agent_text(self.graph, graph_input, self.config)
+
+
+async def load_run(
+    pool: Pool, turn: Turn, tools: Sequence[BaseTool], *, max_tool_rounds: int
+) -> Run:
+    """The turn's graph on the thread's latest checkpoint; for an edit, on the checkpoint the
+    edited message's turn started from (none when that message began the thread)."""
+    memory = InMemorySaver()
+    edit = turn.edit
+    known = None
+    if edit is None or edit.base_checkpoint_id is not None:
+        base = edit.base_checkpoint_id if edit else None
+        known = await load_latest_into_memory(durable_saver(pool), memory, turn.thread_id, base)
+    graph = GRAPHS.bound(turn.model_spec, tools, memory, max_tool_rounds=max_tool_rounds)
+    config = thread_config(turn.thread_id)
+    if turn.run_id:
+        config["run_id"] = uuid.UUID(turn.run_id)
+    return Run(graph, memory, known, config)
+
+
+async def durable_state(
+    pool: Pool, turn: Turn, tools: Sequence[BaseTool], *, max_tool_rounds: int
+) -> StateSnapshot:
+    """The thread's head as stored: what a background job plans from and finalizes."""
+    graph = GRAPHS.bound(
+        turn.model_spec, tools, durable_saver(pool), max_tool_rounds=max_tool_rounds
+    )
+    return await graph.aget_state(thread_config(turn.thread_id))
+
+
+def check_schema(state: StateSnapshot) -> None:
+    """IncompatibleCheckpoint unless this build can resume `state`'s checkpoint."""
+    version = checkpoint_schema(state.metadata)
+    if not readable_schema(version):
+        checkpoint_id = state.config.get("configurable", {}).get("checkpoint_id")
+        raise IncompatibleCheckpoint(
+            f"checkpoint {checkpoint_id} was written by schema version {version}; this build"
+            f" reads {OLDEST_READABLE_SCHEMA_VERSION} to {SCHEMA_VERSION}"
+        )
+
+
+async def opening(run: Run, turn: Turn) -> AgentState:
+    """The input that begins the turn: the user's message, after answers to any calls that a
+    canceled job never ran (a model must see every call answered)."""
+    before = await run.state()
+    check_schema(before)
+    message = HumanMessage(content=turn.content or "", id=str(turn.user_message_id))
+    messages: list[AnyMessage] = [
+        *unanswered_calls_closed(state_values(before).get("messages", [])),
+        message,
+    ]
+    return {"messages": messages}
+
+
+async def store_run(conn: Conn, run: Run, turn: Turn, *, opened: bool) -> MessageMetadata:
+    """The run's new checkpoints, in `conn`'s transaction (the caller holds the job fence).
+
+    A run that `opened` the turn also marks the user's message with the checkpoint it began
+    from and its branch (an edit opens one); the reply's marks are returned for the caller to
+    store: the head checkpoint and the branch (empty for a later round)."""
+    head = await copy_new_checkpoints(
+        run.memory, durable_saver(conn), turn.thread_id, known=run.known
+    )
+    if not opened or turn.user_message_id is None:
+        return {}
+    branch = await branches.mark_user_message(
+        conn,
+        chat_id=turn.chat_id,
+        assistant_id=turn.assistant_id,
+        message_id=turn.user_message_id,
+        reply_id=turn.reply_id,
+        base_checkpoint_id=run.known,
+        edit=turn.edit,
+    )
+    return {"checkpointId": head, "branchId": branch}
+
+
+def reply_metadata(turn: Turn) -> MessageMetadata:
+    """What a reply's metadata holds from the start."""
+    model: Any = turn.model_spec.get("model")
+    return {"model": model if isinstance(model, str) else None, "runId": turn.run_id}

@@ -1,0 +1,190 @@
+"""The steps of a background job (`tool-handoff`), as methods of the job they belong to.
+
+A `HandoffJob` is made from the event; the claim step reads the job row, whose payload outranks
+the event's data, and `claimed` makes the job that every later step runs on. Each step body reads
+only what its job and its arguments hold, so a replay, which runs the plan from the top with
+memoized step outputs, sees exactly what the first run saw.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from pydantic import ValidationError
+
+from agent.graph import state_values
+from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
+from agent.tools import ToolInputError
+from infra.events import EventSender
+from infra.large_outputs import LargeOutputs
+from infra.runtime import Services
+from infra.store import approvals, jobs
+from infra.store.approvals import Decision
+from infra.store.tool_results import ToolResult, fetch_result, store_result
+from turns.engine import IncompatibleCheckpoint, check_schema, durable_state
+from turns.rounds import Plan, Rounds, plan_from
+from turns.start import send_queued_turns
+from turns.turn import Turn
+
+logger = logging.getLogger(__name__)
+
+
+class JobFailed(RuntimeError):
+    """The job cannot succeed, however often it is retried."""
+
+
+class Claim(Plan):
+    claimed: bool
+    payload: dict[str, Any]  # the job's stored turn, which outranks the event's data
+
+
+@dataclass(frozen=True)
+class HandoffJob:
+    """The job `job_key`, run by the Inngest run `run_id`, for `turn`."""
+
+    services: Services
+    tools: list[BaseTool]
+    large_outputs: LargeOutputs
+    job_key: str
+    run_id: str
+    turn: Turn
+
+    @property
+    def log(self) -> dict[str, str]:
+        return {"chat_id": str(self.turn.chat_id), "job_id": self.job_key}
+
+    @property
+    def rounds(self) -> Rounds:
+        return Rounds(self.services, self.tools, self.turn, self.job_key, self.run_id)
+
+    def tool(self, name: str) -> BaseTool | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+    def claimed(self, claim: Claim) -> HandoffJob:
+        """The job as the claim found it in the database."""
+        return replace(self, turn=Turn.model_validate(claim["payload"]))
+
+    async def claim(self) -> Claim:
+        """Take the job for this run and plan its first step; unclaimed if it is not ours."""
+        pool = await self.services.pool()
+        settings = self.services.settings
+        job = await jobs.claim(pool, self.job_key, self.run_id, lease_s=settings.job_lease_s)
+        if job is None:
+            return {"claimed": False, "done": True, "pending": [], "payload": {}}
+        turn = Turn.model_validate(job.payload)
+        max_rounds = settings.max_tool_rounds
+        state = await durable_state(pool, turn, self.tools, max_tool_rounds=max_rounds)
+        try:
+            check_schema(state)
+        except IncompatibleCheckpoint as exc:
+            logger.error(
+                "checkpoint from an incompatible version", extra={**self.log, "error": str(exc)}
+            )
+            await jobs.fail(
+                pool,
+                job_key=self.job_key,
+                user_text=INCOMPATIBLE_VERSION,
+                error="incompatible_version",
+            )
+            raise JobFailed(str(exc)) from exc
+        plan: Plan = {"done": False, "pending": [], "opening": True}
+        if turn.kind == "handoff":
+            plan = plan_from(state)
+        return {"claimed": True, "payload": job.payload, **plan}
+
+    async def run_tool(self, call: dict[str, Any], decision: Decision | None = None) -> ToolResult:
+        """One tool call's result, stored once: a call that already ran is not run again."""
+        pool = await self.services.pool()
+        thread_id = self.turn.thread_id
+        # A replay of a failed job, or a retry after a lost step output, finds the result.
+        stored = await fetch_result(pool, thread_id, call["id"])
+        if stored is not None:
+            return stored
+        async with pool.connection() as conn:
+            held = await jobs.hold(conn, self.job_key, self.run_id)
+        if not held:
+            # Canceled meanwhile: a tool that acts outside (an email) must not act now. The
+            # round after this step finds the job gone and stops; nothing is stored.
+            return ToolResult(id=call["id"], name=call["name"], content="")
+        if decision is not None and not decision["approved"]:
+            text = declined_text(call, decision)
+            declined = ToolResult(id=call["id"], name=call["name"], content=text)
+            return await store_result(pool, thread_id, declined)
+        tool = self.tool(call["name"])
+        if tool is None:
+            raise JobFailed(f"unknown tool {call['name']!r}")
+        try:
+            # Invoked as a tool call, so a tool can take the call id (InjectedToolCallId) as
+            # the idempotency key of whatever it does outside.
+            output = await tool.ainvoke({**call, "type": "tool_call"})
+        except (ToolInputError, ValidationError) as exc:
+            raise JobFailed(f"invalid input for {call['name']}") from exc
+        content = str(output.content if isinstance(output, ToolMessage) else output)
+        result = ToolResult(id=call["id"], name=call["name"], content=content)
+        shrunk = await self.large_outputs.shrink(
+            job_key=self.job_key, call_id=call["id"], name=call["name"], content=content
+        )
+        if shrunk is not None:
+            result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
+        return await store_result(pool, thread_id, result)
+
+    async def ask_approval(self, call: dict[str, Any], timeout_s: float) -> bool | None:
+        """Put the call to the user. True: wait for them. False: decided already (a replay).
+        None: the job is no longer this run's."""
+        expires = datetime.now(UTC) + timedelta(seconds=timeout_s)
+        pending = {
+            "toolCallId": call["id"],
+            "name": call["name"],
+            "args": call["args"],
+            "expiresAt": expires.isoformat(),
+        }
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return None
+            return await approvals.ask(conn, self.turn.reply_id, pending)
+
+    async def settle_approval(self, call: dict[str, Any]) -> Decision | None:
+        """The user's decision, or a timeout if there is none; None if the job is gone."""
+        timed_out = Decision(approved=False, note=None, timed_out=True)
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return None
+            return await approvals.settle(conn, self.turn.reply_id, call["id"], timed_out)
+
+    async def finalize(self, events: EventSender) -> None:
+        """The reply's final text from the thread's head; then a turn waiting behind it goes."""
+        pool = await self.services.pool()
+        max_rounds = self.services.settings.max_tool_rounds
+        state = await durable_state(pool, self.turn, self.tools, max_tool_rounds=max_rounds)
+        await jobs.finish(
+            pool,
+            job_key=self.job_key,
+            message_id=self.turn.reply_id,
+            content=render_agent_snapshot(state_values(state)).text,
+            checkpoint_id=state.config["configurable"].get("checkpoint_id"),
+        )
+        await send_queued_turns(pool, events, self.turn.chat_id, self.turn.assistant_id)
+
+
+async def fail_job(services: Services, events: EventSender, job_key: str, data: Any) -> None:
+    """After the last retry: the reply says so in plain words, and the chat's slot is free."""
+    pool = await services.pool()
+    await jobs.fail(pool, job_key=job_key, user_text=APOLOGY, error="job_failed")
+    try:
+        turn = Turn.model_validate(data)
+    except ValidationError:
+        return  # not a turn's event: no chat to free
+    await send_queued_turns(pool, events, turn.chat_id, turn.assistant_id)
+
+
+def declined_text(call: dict[str, Any], decision: Decision) -> str:
+    """What the model reads for a call that did not run because of the user's answer."""
+    if decision["timed_out"]:
+        return f"No answer from the user in time, so {call['name']} was not run."
+    note = f" Their note: {decision['note']}" if decision["note"] else ""
+    return f"The user rejected this call, so {call['name']} was not run.{note}"

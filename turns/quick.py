@@ -1,0 +1,167 @@
+"""The quick path: stream the agent's first tokens, then finish the turn or hand it off.
+
+Runs detached from the HTTP response, so a client that goes away mid-stream still gets its turn
+persisted and handed off; the response only relays what this emits.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from langchain_core.tools import BaseTool
+
+from agent.graph import TOOLS_NODE, state_values
+from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, INTERRUPTED, render_agent_snapshot
+from infra.db import Conn
+from infra.events import EventSender, send_handoff
+from infra.runtime import Services
+from infra.store import jobs, messages, outbox
+from infra.store.messages import MessageMetadata, ReplyStatus
+from turns.engine import IncompatibleCheckpoint, Run, load_run, opening, reply_metadata, store_run
+from turns.start import send_queued_turns
+from turns.turn import Turn
+
+logger = logging.getLogger(__name__)
+
+Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+
+
+class Interrupted(RuntimeError):
+    """The turn lost its chat's slot (a cancel, or a message sent with `interrupt`)."""
+
+
+class _SlotLost(RuntimeError):
+    """Raised inside the storing transaction to roll it back."""
+
+
+async def run_turn(
+    turn: Turn,
+    services: Services,
+    events: EventSender,
+    tools: list[BaseTool],
+    emit: Emit,
+    run: Awaitable[Run] | None = None,
+) -> None:
+    """Stream the turn through `emit`. `run` may already be loading (the route starts it while
+    it stores the user's message); without it, the turn loads it first."""
+    await emit("metadata", turn.stream_metadata())
+    try:
+        if run is None:
+            run = load_run(
+                await services.pool(),
+                turn,
+                tools,
+                max_tool_rounds=services.settings.max_tool_rounds,
+            )
+        if await _stream_and_store(turn, services, events, emit, await run):
+            return  # handed off: the job goes on in the background
+    except Interrupted:
+        await emit("error", {"code": "interrupted", "message": INTERRUPTED})
+    except IncompatibleCheckpoint:
+        logger.exception("checkpoint from an incompatible version", extra=turn.log)
+        await _record_failure(turn, services, INCOMPATIBLE_VERSION, "incompatible_version")
+        await emit("error", {"code": "incompatible_version", "message": INCOMPATIBLE_VERSION})
+    except Exception:
+        logger.exception("quick path failed", extra=turn.log)
+        await _record_failure(turn, services, APOLOGY, "quick_path_failed")
+        await emit("error", {"code": "internal", "message": APOLOGY})
+    # The turn's job ended: a message that waited behind it now holds the slot.
+    await send_queued_turns(await services.pool(), events, turn.chat_id, turn.assistant_id)
+
+
+async def _stream_and_store(
+    turn: Turn, services: Services, events: EventSender, emit: Emit, run: Run
+) -> bool:
+    """True when the turn handed off to the background."""
+    pool = await services.pool()
+    graph_input = await opening(run, turn)
+    streamed: list[str] = []
+    async for text in run.text(graph_input):
+        streamed.append(text)
+        await emit("token", {"text": text})
+    state = await run.state()
+    snapshot = render_agent_snapshot(state_values(state))
+    handing_off = TOOLS_NODE in state.next
+    payload: dict[str, Any] = {}  # the job's, once it hands off
+    try:
+        async with pool.connection() as conn, conn.transaction():
+            marks = await store_run(conn, run, turn, opened=True)
+            metadata: MessageMetadata = {
+                **reply_metadata(turn),
+                **marks,
+                "snapshot": snapshot.to_metadata(),
+            }
+            status: ReplyStatus = "queued" if handing_off else "completed"
+            await _insert_reply(conn, turn, snapshot.text, status, metadata, handing_off)
+            # The job's transition comes last and is the fence: it changes nothing when the
+            # turn lost the chat's slot, and then all of this rolls back. A cancel that came
+            # first has committed by then (the update waits for its row lock).
+            if handing_off:
+                payload = turn.paused_at(marks.get("checkpointId")).to_data()
+                held = await jobs.hand_off(
+                    conn,
+                    job_key=turn.job_key,
+                    run_id=turn.run_id,
+                    root_message_id=turn.reply_id,
+                    payload=payload,
+                )
+            else:
+                held = await jobs.complete_quick(conn, turn.job_key, turn.run_id)
+            if not held:
+                raise _SlotLost
+    except _SlotLost:
+        # Canceled, or another message took over: the user keeps what they saw, the thread
+        # gets nothing of this turn.
+        async with pool.connection() as conn:
+            await _insert_reply(conn, turn, "".join(streamed), "canceled", reply_metadata(turn))
+        raise Interrupted from None
+    if not handing_off:
+        done = {"assistantMessageId": str(turn.reply_id), "status": "completed"}
+        await emit("done", {**done, "content": snapshot.text})
+        return False
+    # Committed: the turn is durable, so the client hears it at once. The job row is the
+    # outbox: if the send below fails, event_sent_at stays null and the outbox relay re-sends
+    # with the same id, which Inngest deduplicates.
+    await emit("handoff", turn.handoff_event())
+    try:
+        await send_handoff(events, turn.job_key, payload)
+        await outbox.mark_sent(pool, [turn.job_key])
+    except Exception:
+        logger.exception("handoff event not sent; left in the outbox", extra=turn.log)
+    return True
+
+
+async def _insert_reply(
+    conn: Conn,
+    turn: Turn,
+    text: str,
+    status: ReplyStatus,
+    metadata: MessageMetadata,
+    handing_off: bool = False,
+) -> None:
+    assert turn.user_message_id is not None
+    await messages.insert_reply(
+        conn,
+        message_id=turn.reply_id,
+        chat_id=turn.chat_id,
+        assistant_id=turn.assistant_id,
+        content=text,
+        status=status,
+        parent_id=turn.user_message_id,
+        metadata=metadata,
+        handoff_event_id=turn.job_key if handing_off else None,
+    )
+
+
+async def _record_failure(turn: Turn, services: Services, text: str, code: str) -> None:
+    """The user's message stays; a reply in `error` says the turn failed, in plain words, and
+    the chat's slot is free again. The job keeps only the code."""
+    try:
+        pool = await services.pool()
+        async with pool.connection() as conn, conn.transaction():
+            await _insert_reply(conn, turn, text, "error", reply_metadata(turn))
+        await jobs.fail(pool, job_key=turn.job_key, user_text=text, error=code)
+    except Exception:
+        logger.exception("could not record the failed turn", extra=turn.log)

@@ -1,0 +1,142 @@
+"""The model rounds of one background job, each the body of a step.
+
+A round runs on an in-memory copy of the thread's latest checkpoint (turns/engine.py); its
+checkpoints land in one transaction, and only while the run still holds the job. A round
+canceled half-way leaves the thread as it was, not with an answer the user never saw.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, NotRequired, TypedDict
+
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langgraph.types import StateSnapshot
+
+from agent.graph import AGENT_NODE, TOOLS_NODE, pending_tool_calls, state_values
+from agent.snapshot import PARAGRAPH_BREAK, render_agent_snapshot, turn_text
+from agent.state import AgentState, ToolInvocation
+from infra.db import Conn
+from infra.runtime import Services
+from infra.store import branches, jobs, messages
+from infra.store.drafts import DraftWriter
+from infra.store.tool_results import ToolResult
+from turns.engine import Run, load_run, opening, store_run
+from turns.turn import Turn
+
+logger = logging.getLogger(__name__)
+
+
+class Plan(TypedDict):
+    """What the function does next, as a step output (JSON)."""
+
+    done: bool
+    pending: list[dict[str, Any]]
+    # The job is no longer this run's (canceled, or taken over after the lease): stop quietly.
+    stopped: NotRequired[bool]
+    # An enqueued message's job: its turn has not begun, the first round starts it.
+    opening: NotRequired[bool]
+
+
+def plan_from(state: StateSnapshot) -> Plan:
+    if TOOLS_NODE in state.next:
+        return {"done": False, "pending": pending_tool_calls(state.values["messages"])}
+    return {"done": AGENT_NODE not in state.next, "pending": []}
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """The rounds of the job `job_key` for `turn`, as held by the Inngest run `run_id`."""
+
+    services: Services
+    tools: list[BaseTool]
+    turn: Turn
+    job_key: str
+    run_id: str
+
+    async def open(self) -> Plan:
+        """The first round of an enqueued message's turn, from the latest checkpoint."""
+        run = await self._load()
+        await self._stream(run, await opening(run, self.turn), "")
+        return await self._store(run, opened=True)
+
+    async def resume(self, results: list[ToolResult]) -> Plan:
+        """Apply the tool results, then run the model to its next tool boundary or the end."""
+        run = await self._load()
+        state = await run.state()
+        answered = {m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)}
+        fresh = [r for r in results if r["id"] not in answered]
+        # Applying results is keyed by tool call id: a retried round applies nothing twice.
+        if fresh and TOOLS_NODE in state.next:
+            await _apply(run, state, fresh)
+            state = await run.state()
+            # Subscribers see the tools done before this round's text starts to stream.
+            async with (await self.services.pool()).connection() as conn:
+                await self._record_snapshot(conn, state)
+        if AGENT_NODE in state.next:
+            before = turn_text(state_values(state))
+            await self._stream(run, None, before + PARAGRAPH_BREAK if before else "")
+        return await self._store(run, opened=False)
+
+    async def _load(self) -> Run:
+        pool = await self.services.pool()
+        max_rounds = self.services.settings.max_tool_rounds
+        return await load_run(pool, self.turn, self.tools, max_tool_rounds=max_rounds)
+
+    async def _store(self, run: Run, *, opened: bool) -> Plan:
+        """The round's checkpoints land in one transaction, while this run holds the job."""
+        state = await run.state()
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return {"done": True, "pending": [], "stopped": True}
+            marks = await store_run(conn, run, self.turn, opened=opened)
+            await self._record_snapshot(conn, state)
+            if marks:
+                await branches.mark_reply(conn, self.turn.reply_id, marks)
+        return plan_from(state)
+
+    async def _record_snapshot(self, conn: Conn, state: StateSnapshot) -> None:
+        snapshot = render_agent_snapshot(state_values(state)).to_metadata()
+        await messages.record_snapshot(conn, self.turn.reply_id, snapshot)
+
+    async def _stream(self, run: Run, graph_input: AgentState | None, prefix: str) -> None:
+        settings = self.services.settings
+        writer = DraftWriter(
+            await self.services.pool(),
+            message_id=self.turn.reply_id,
+            chat_id=self.turn.chat_id,
+            # The draft is the whole message: earlier text, then this round's paragraph.
+            text=prefix,
+            interval=settings.draft_interval_ms / 1000,
+            max_bytes=settings.draft_max_bytes,
+        )
+        await writer.start()
+        async for text in run.text(graph_input):
+            await writer.append(text)
+        await writer.flush()
+        log = {**self.turn.log, "job_id": self.job_key, "draft_writes": writer.writes}
+        logger.info("model round streamed", extra=log)
+
+
+async def _apply(run: Run, state: StateSnapshot, results: list[ToolResult]) -> None:
+    """The tool results as the tools node's output, with each call's progress completed."""
+    calls = {c["id"]: c for c in pending_tool_calls(state.values["messages"])}
+    invocations: list[ToolInvocation] = [
+        {
+            "id": r["id"],
+            "name": r["name"],
+            "args": calls.get(r["id"], {}).get("args", {}),
+            "status": "completed",
+        }
+        for r in results
+    ]
+    tool_messages = [
+        ToolMessage(
+            content=r["content"], tool_call_id=r["id"], name=r["name"], artifact=r.get("artifact")
+        )
+        for r in results
+    ]
+    update = {"messages": tool_messages, "tool_invocations": invocations, "status": "running_tools"}
+    await run.graph.aupdate_state(run.config, update, as_node=TOOLS_NODE)

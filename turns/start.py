@@ -1,0 +1,117 @@
+"""A turn's hold on its chat's job slot, taken with the user's message, by multitask strategy.
+
+One job per chat and assistant may be active, and a turn holds that slot from the moment its
+message is stored: `quick` while the respond handler streams, then `handoff` once tools continue
+in the background (infra/store/jobs.py). Two messages sent together are therefore ordered by the
+database. The second one, by its strategy:
+
+- `reject`: 409, and its message is not stored;
+- `interrupt`: the active job is canceled (its message keeps what the user saw) and the new turn
+  takes the slot; a quick path that loses its slot this way stores nothing of its turn;
+- `enqueue`: the turn waits behind the active job (`waiting`), with a `queued` reply; when that
+  job ends, the database hands the slot to the oldest waiting turn and the background runs it
+  whole.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from infra.db import Pool
+from infra.events import EventSender, send_handoff
+from infra.store import jobs, messages, outbox
+from infra.store.access import act_as_service, act_as_user
+from infra.store.chats import ChatNotFound
+from infra.store.ids import ChatId
+from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
+from turns.engine import reply_metadata
+from turns.turn import Turn
+
+logger = logging.getLogger(__name__)
+
+Strategy = Literal["reject", "interrupt", "enqueue"]
+
+
+@dataclass(frozen=True)
+class Slot:
+    queued: bool  # True: the turn waits behind the active job and runs in the background
+    interrupted: CanceledJob | None = None  # the job this turn canceled to take the slot
+
+
+async def start_turn(
+    pool: Pool, claims: dict[str, Any], turn: Turn, *, strategy: Strategy, lease_s: float
+) -> Slot:
+    """Store the user's message and take the chat's slot, or wait for it, as `strategy` says.
+
+    The common case costs one statement more than storing the message: the slot is free.
+    """
+    assert turn.user_message_id is not None
+    assert turn.content is not None
+    request = SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id)
+    async with pool.connection() as conn, conn.transaction():
+        took = await jobs.take_slot(conn, request)
+        # The user's part, under RLS: unless the chat is theirs, all of this rolls back.
+        await act_as_user(conn, claims)
+        stored = await messages.store_user_message(
+            conn,
+            chat_id=turn.chat_id,
+            assistant_id=turn.assistant_id,
+            message_id=turn.user_message_id,
+            content=turn.content,
+        )
+        if not stored:
+            raise ChatNotFound(turn.chat_id)
+        if took:
+            return Slot(queued=False)
+        # The Data API roles cannot write jobs: the rest is the service's.
+        await act_as_service(conn)
+        expired = await jobs.expire_dead_quick(
+            conn, lease_s=lease_s, chat_id=turn.chat_id, assistant_id=turn.assistant_id
+        )
+        if expired and await jobs.take_slot(conn, request):
+            return Slot(queued=False)
+        if strategy == "enqueue":
+            await messages.insert_reply(
+                conn,
+                message_id=turn.reply_id,
+                chat_id=turn.chat_id,
+                assistant_id=turn.assistant_id,
+                content="",
+                status="queued",
+                parent_id=turn.user_message_id,
+                metadata=reply_metadata(turn),
+                handoff_event_id=turn.job_key,
+            )
+            payload = turn.waiting().to_data()
+            await jobs.wait_for_slot(conn, request, reply_id=turn.reply_id, payload=payload)
+            return Slot(queued=True)
+        if strategy == "interrupt":
+            # Another interrupting message may take the slot between the two statements.
+            for _ in range(3):
+                canceled = await jobs.cancel_in(conn, turn.chat_id, turn.assistant_id)
+                if await jobs.take_slot(conn, request):
+                    return Slot(queued=False, interrupted=canceled)
+        raise JobAlreadyActive(turn.chat_id)
+
+
+async def send_queued_turns(
+    pool: Pool, sender: EventSender, chat_id: ChatId, assistant_id: str
+) -> None:
+    """Send the event of a turn that waited and took the chat's slot when the job ahead of it
+    ended. Called by whoever ended that job; the outbox relay sends it should this fail."""
+    try:
+        for job in await outbox.unsent_of(pool, chat_id, assistant_id):
+            await send_handoff(sender, job.idempotency_key, job.payload)
+            await outbox.mark_sent(pool, [job.idempotency_key])
+    except Exception:
+        logger.exception(
+            "queued turn not sent; left in the outbox", extra={"chat_id": str(chat_id)}
+        )
+
+
+async def expire_dead_quick_turns(pool: Pool, *, lease_s: float) -> int:
+    """End the quick jobs whose process stopped mid-stream; a waiting turn takes each slot."""
+    async with pool.connection() as conn:
+        return await jobs.expire_dead_quick(conn, lease_s=lease_s)

@@ -1,0 +1,81 @@
+"""One turn: a user's message and the reply it gets, from the request to the final message."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from agent.threads import ThreadId
+from infra.store.branches import Edit
+from infra.store.ids import ChatId, MessageId, UserId
+
+
+class Turn(BaseModel):
+    """A turn as the quick path runs it; its JSON (camelCase) is the job's payload and the
+    `chat/tool_handoff` event's data, which the background runs it from.
+
+    `kind` says where the background starts: `handoff` resumes the checkpoint the quick path
+    paused at (`checkpointId`); `turn` is a message that waited behind another job, whose whole
+    turn the background runs, from the user's message on.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, frozen=True, extra="ignore"
+    )
+
+    chat_id: ChatId
+    user_id: UserId
+    assistant_id: str
+    thread_id: ThreadId
+    root_message_id: MessageId  # the reply
+    checkpoint_id: str = ""
+    model_spec: dict[str, Any] = Field(alias="modelConfig")
+    kind: Literal["handoff", "turn"] = "handoff"
+    # Absent from jobs stored before turns carried them; a `turn` job always has both.
+    user_message_id: MessageId | None = None
+    content: str | None = None
+    # Not in the payload. The job's key, which is also its event's id; the quick path's
+    # LangGraph run; the user message an edit replaces.
+    job_key: str = Field(default="", exclude=True)
+    run_id: str = Field(default="", exclude=True)
+    edit: Edit | None = Field(default=None, exclude=True)
+
+    @property
+    def reply_id(self) -> MessageId:
+        return self.root_message_id
+
+    @property
+    def log(self) -> dict[str, str]:
+        return {"chat_id": str(self.chat_id), "correlation_id": str(self.root_message_id)}
+
+    def to_data(self) -> dict[str, Any]:
+        """The job's payload and the event's data."""
+        return self.model_dump(mode="json", by_alias=True)
+
+    def paused_at(self, checkpoint_id: str | None) -> Turn:
+        """The turn handed off at `checkpoint_id`, for the background to resume."""
+        return self.model_copy(update={"checkpoint_id": checkpoint_id or "", "kind": "handoff"})
+
+    def waiting(self) -> Turn:
+        """The turn enqueued behind another job: the background runs all of it."""
+        return self.model_copy(update={"kind": "turn"})
+
+    def stream_metadata(self) -> dict[str, str]:
+        """The data of the stream's first event."""
+        return {
+            "chatId": str(self.chat_id),
+            "threadId": self.thread_id,
+            "userMessageId": str(self.user_message_id),
+            "assistantMessageId": str(self.root_message_id),
+            "runId": self.run_id,
+        }
+
+    def handoff_event(self) -> dict[str, str]:
+        """The data of the stream's `handoff` event: the reply goes on in the background."""
+        return {
+            "assistantMessageId": str(self.root_message_id),
+            "eventId": self.job_key,
+            "status": "queued",
+        }
