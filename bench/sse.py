@@ -8,8 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-
-from devkit.terminal_chat import sse_events
+from httpx_sse import aconnect_sse
 
 
 @dataclass(frozen=True)
@@ -39,13 +38,17 @@ async def post_stream(
 ) -> Stream:
     """POST and read the SSE response to its end, stamping each event as it is parsed."""
     sent = time.perf_counter()
-    async with http.stream("POST", url, json=body, headers=headers) as response:
+    # aconnect_sse adds its Accept header to the dict it is handed: give it one of its own.
+    async with aconnect_sse(http, "POST", url, json=body, headers=dict(headers or {})) as source:
+        response = source.response
         stream = Stream(sent=sent, status=response.status_code)
         if response.status_code != 200:
             await response.aread()
             return stream
-        async for event, data in sse_events(response):
-            stream.events.append(Arrival(event, data, time.perf_counter()))
+        async for sse in source.aiter_sse():
+            # An event without data (a ping, say) has no JSON to decode and nothing to time.
+            if sse.data:
+                stream.events.append(Arrival(sse.event, sse.json(), time.perf_counter()))
     return stream
 
 

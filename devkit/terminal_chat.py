@@ -10,12 +10,13 @@ import asyncio
 import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 from uuid import UUID
 
 import httpx
+from httpx_sse import EventSource, aconnect_sse
 
 FINAL_STATUSES = frozenset({"completed", "error", "canceled"})
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -67,18 +68,6 @@ class Screen:
             self._drawn = False
 
 
-async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    event, data = "message", ""
-    async for line in response.aiter_lines():
-        if line.startswith("event:"):
-            event = line[6:].strip()
-        elif line.startswith("data:"):
-            data += line[5:].strip()
-        elif not line and data:
-            yield event, json.loads(data)
-            event, data = "message", ""
-
-
 def error_text(response: httpx.Response) -> str:
     try:
         return str(response.json()["error"]["message"])
@@ -110,6 +99,12 @@ class Session:
     async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         return await self.http.post(path, json=body, headers=self.headers)
 
+    def events(
+        self, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> AbstractAsyncContextManager[EventSource]:
+        # aconnect_sse adds its Accept header to the dict it is handed: give it a copy.
+        return aconnect_sse(self.http, method, path, json=body, headers=dict(self.headers))
+
 
 @asynccontextmanager
 async def message_changes(
@@ -121,16 +116,16 @@ async def message_changes(
 
     async def feed() -> None:
         path = f"/api/dev/chat/{session.chat_id}/changes"
-        async with session.http.stream("GET", path, headers=session.headers) as response:
-            if response.status_code != 200:
-                await response.aread()
-                subscribed.set_result(error_text(response))
+        async with session.events("GET", path) as source:
+            if source.response.status_code != 200:
+                await source.response.aread()
+                subscribed.set_result(error_text(source.response))
                 return
-            async for event, data in sse_events(response):
-                if event == "subscribed":
+            async for sse in source.aiter_sse():
+                if sse.event == "subscribed":
                     subscribed.set_result(None)
-                elif event == "postgres_changes":
-                    queue.put_nowait(data)
+                elif sse.event == "postgres_changes":
+                    queue.put_nowait(sse.json())
 
     task = asyncio.create_task(feed())
     try:
@@ -165,13 +160,12 @@ async def stream_turn(session: Session, content: str, screen: Screen) -> tuple[s
     """Stream the quick path; the text shown, and the assistant message id if it handed off."""
     shown = ""
     body = {"chatId": session.chat_id, "content": content}
-    async with session.http.stream(
-        "POST", "/api/chat/respond", json=body, headers=session.headers
-    ) as response:
-        if response.status_code != 200:
-            await response.aread()
-            raise ChatFailed(error_text(response))
-        async for event, data in sse_events(response):
+    async with session.events("POST", "/api/chat/respond", body) as source:
+        if source.response.status_code != 200:
+            await source.response.aread()
+            raise ChatFailed(error_text(source.response))
+        async for sse in source.aiter_sse():
+            event, data = sse.event, sse.json()
             if event == "token":
                 shown += data["text"]
                 screen.write(data["text"])

@@ -1,49 +1,38 @@
-"""The dependency direction of ARCHITECTURE.md, read from the source with `ast`.
+"""The dependency rules between our packages, read from the source by grimp.
 
-agent/ is pure; handlers/ and functions/ are shells that never import each other (except the
-app factory mounting the Inngest endpoint); infra/ knows nothing about either shell.
+The rules among our own packages are import-linter contracts in pyproject.toml; this runs them.
+What a contract cannot say is checked here on grimp's graph: agent/ imports only the stdlib and
+an allow-list of third-party packages, and `langchain` only inside a function (grimp records
+every import's line, not whether a function encloses it, so `ast` answers that).
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
-from collections.abc import Iterator
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agent", "handlers", "functions", "infra")
+PACKAGES = ("agent", "turns", "handlers", "functions", "infra", "devkit")
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
-AGENT_FORBIDDEN = (
-    "handlers",
-    "functions",
-    "infra",
-    "fastapi",
-    "starlette",
-    "psycopg",
-    "psycopg_pool",
-    "inngest",
-    "boto3",
-    "supabase",
-    "httpx",
-    "uvicorn",
-    "mangum",
-)
 # What agent/ may import anywhere; `langchain` itself only inside a function.
 AGENT_ALLOWED = frozenset({"agent", "langchain_core", "langgraph", "pydantic"})
 AGENT_LAZY_ONLY = "langchain"
-HANDLERS_ALLOWED_TO_IMPORT_FUNCTIONS = "handlers/app.py"
 
 
 @dataclass(frozen=True)
 class Import:
-    path: str  # relative to the repository root, with forward slashes
+    path: str  # relative to the root the graph was read from, with forward slashes
     line: int
-    module: str  # absolute dotted name
-    top_level: bool  # False when inside a function (a lazy import)
+    module: str  # what grimp says is imported; a third-party package by its top-level name
+    lazy: bool  # inside a function: runs when it is called, not on import
 
     @property
     def root(self) -> str:
@@ -53,116 +42,120 @@ class Import:
         return f"{self.path}:{self.line}: imports {self.module}"
 
 
-def package_files(package: str) -> list[Path]:
-    return sorted((ROOT / package).rglob("*.py"))
+def build_graph(*packages: str) -> grimp.ImportGraph:
+    # No cache: grimp's default one is a folder in the working directory.
+    return grimp.build_graph(*packages, include_external_packages=True, cache_dir=None)
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def imports_of(graph: grimp.ImportGraph, package: str, root: Path) -> list[Import]:
+    """Every import statement in `package`, in module and line order."""
+    found = []
+    for importer in sorted({package, *graph.find_descendants(package)}):
+        path = module_file(root, importer)
+        functions = function_lines(path)
+        for imported in graph.find_modules_directly_imported_by(importer):
+            for detail in graph.get_import_details(importer=importer, imported=imported):
+                line = int(detail["line_number"])
+                relative = path.relative_to(root).as_posix()
+                found.append(Import(relative, line, imported, line in functions))
+    return sorted(found, key=lambda i: (i.path, i.line, i.module))
 
 
-def resolve(node: ast.ImportFrom, path: Path) -> list[str]:
-    """Absolute module names of a `from ... import ...`, relative ones included."""
-    if node.level == 0:
-        assert node.module is not None
-        return [node.module]
-    package = module_name(path).split(".")
-    if path.name != "__init__.py":
-        package.pop()
-    base = package[: len(package) - (node.level - 1)]
-    if node.module:
-        return [".".join([*base, node.module])]
-    # `from . import x` may name submodules: count each.
-    return [".".join([*base, alias.name]) for alias in node.names]
+def module_file(root: Path, module: str) -> Path:
+    base = root.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
 
 
-def imports_of(path: Path) -> Iterator[Import]:
+def function_lines(path: Path) -> set[int]:
+    """The lines of the module at `path` that lie inside a function (a lambda holds no import)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    relative = path.relative_to(ROOT).as_posix()
-    yield from _walk(tree, path, relative, top_level=True)
+    return {
+        line
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+    }
 
 
-def _walk(node: ast.AST, path: Path, relative: str, *, top_level: bool) -> Iterator[Import]:
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.Import):
-            for alias in child.names:
-                yield Import(relative, child.lineno, alias.name, top_level)
-        elif isinstance(child, ast.ImportFrom):
-            for module in resolve(child, path):
-                yield Import(relative, child.lineno, module, top_level)
-        inner = top_level and not isinstance(
-            child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
-        )
-        yield from _walk(child, path, relative, top_level=inner)
+def outside_allow_list(found: list[Import], allowed: frozenset[str]) -> list[Import]:
+    return [
+        i
+        for i in found
+        if i.root not in allowed
+        and i.root not in sys.stdlib_module_names
+        and not (i.root == AGENT_LAZY_ONLY and i.lazy)
+    ]
 
 
-def all_imports(package: str) -> list[Import]:
-    return [found for path in package_files(package) for found in imports_of(path)]
+def eager(found: list[Import], package: str) -> list[Import]:
+    return [i for i in found if i.root == package and not i.lazy]
 
 
 def offenders(found: list[Import]) -> str:
     return "\n".join(str(i) for i in found)
 
 
+@pytest.fixture(scope="module")
+def agent_imports() -> list[Import]:
+    return imports_of(build_graph(*PACKAGES), "agent", ROOT)
+
+
+def test_the_contracts_cover_every_package() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert tuple(config["tool"]["importlinter"]["root_packages"]) == PACKAGES
+
+
 @pytest.mark.parametrize("package", PACKAGES)
-def test_every_package_has_python_files(package: str) -> None:
-    # Guards the other tests against passing vacuously after a move or rename.
-    assert package_files(package), f"no .py files found under {package}/"
+def test_the_graph_holds_every_module_of_each_package(package: str) -> None:
+    # Guards the rules against passing vacuously after a move or rename, or reading another tree.
+    on_disk = {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        for path in (ROOT / package).rglob("*.py")
+    }
+    assert on_disk, f"no .py files found under {package}/"
+    # devkit/ has no __init__.py; grimp still counts the package itself as a module.
+    assert build_graph(package).find_descendants(package) == on_disk - {package}
 
 
-def test_agent_imports_none_of_the_outside_world() -> None:
-    bad = [i for i in all_imports("agent") if i.root in AGENT_FORBIDDEN]
-    assert not bad, "agent/ must stay pure:\n" + offenders(bad)
+def test_the_import_contracts_hold() -> None:
+    result = subprocess.run(  # noqa: S603
+        [LINT_IMPORTS, "--no-cache", "--no-logo"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_agent_imports_only_the_stdlib_langchain_core_langgraph_and_pydantic() -> None:
-    bad = [
-        i
-        for i in all_imports("agent")
-        if i.root not in AGENT_ALLOWED
-        and i.root not in sys.stdlib_module_names
-        and not (i.root == AGENT_LAZY_ONLY and not i.top_level)
-    ]
+def test_agent_imports_only_the_stdlib_langchain_core_langgraph_and_pydantic(
+    agent_imports: list[Import],
+) -> None:
+    bad = outside_allow_list(agent_imports, AGENT_ALLOWED)
     assert not bad, "agent/ imports outside its allowed dependencies:\n" + offenders(bad)
 
 
-def test_agent_imports_langchain_only_lazily() -> None:
+def test_agent_imports_langchain_only_lazily(agent_imports: list[Import]) -> None:
     # `langchain` pulls in provider integrations; agent/ loads it only when a real model is made.
-    bad = [i for i in all_imports("agent") if i.root == AGENT_LAZY_ONLY and i.top_level]
+    bad = eager(agent_imports, AGENT_LAZY_ONLY)
     assert not bad, "agent/ must import langchain inside a function:\n" + offenders(bad)
 
 
-def test_handlers_import_functions_only_in_the_app_factory() -> None:
-    bad = [
-        i
-        for i in all_imports("handlers")
-        if i.root == "functions" and i.path != HANDLERS_ALLOWED_TO_IMPORT_FUNCTIONS
-    ]
-    assert not bad, "only handlers/app.py may import functions/:\n" + offenders(bad)
+# --- the checks themselves --------------------------------------------------------------------
 
 
-def test_functions_never_import_handlers() -> None:
-    bad = [i for i in all_imports("functions") if i.root == "handlers"]
-    assert not bad, "functions/ must not import handlers/:\n" + offenders(bad)
-
-
-def test_infra_imports_neither_shell() -> None:
-    bad = [i for i in all_imports("infra") if i.root in ("handlers", "functions")]
-    assert not bad, "infra/ must not import handlers/ or functions/:\n" + offenders(bad)
-
-
-# --- the checker itself ----------------------------------------------------------------------
-
-
-def test_checker_sees_nested_relative_and_lazy_imports() -> None:
-    # GIVEN a module with imports in every place the checks must look
-    package = ROOT / "agent"
-    source = (
+def test_the_checks_see_nested_relative_lazy_and_type_checking_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a package with imports in every place the checks must look
+    package = tmp_path / "layering_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "state.py").write_text("")
+    (package / "probe.py").write_text(
+        "from typing import TYPE_CHECKING\n"
         "import os, fastapi.routing\n"
-        "from . import graph\n"
+        "from . import state\n"
         "from .state import AgentState\n"
         "if os.name:\n"
         "    import psycopg\n"
@@ -176,22 +169,39 @@ def test_checker_sees_nested_relative_and_lazy_imports() -> None:
         "    from langchain.chat_models import init_chat_model\n"
         "    async def inner() -> None:\n"
         "        import boto3\n"
+        "if TYPE_CHECKING:\n"
+        "    import httpx\n"
     )
-    tree = ast.parse(source)
+    monkeypatch.syspath_prepend(tmp_path)
 
-    # WHEN it is read as if it lived in agent/
-    found = list(_walk(tree, package / "probe.py", "agent/probe.py", top_level=True))
+    # WHEN its imports are read
+    found = imports_of(build_graph("layering_probe"), "layering_probe", tmp_path)
 
-    # THEN every import is found with its line and whether it runs at import time
-    assert [(i.line, i.module, i.top_level) for i in found] == [
-        (1, "os", True),
-        (1, "fastapi.routing", True),
-        (2, "agent.graph", True),
-        (3, "agent.state", True),
-        (5, "psycopg", True),
-        (7, "langchain", True),
-        (11, "infra.db", True),
-        (13, "langchain.chat_models", False),
-        (15, "boto3", False),
+    # THEN every import is found with its line and whether it runs only in a function
+    assert [(i.path, i.line, i.module, i.lazy) for i in found] == [
+        ("layering_probe/probe.py", 1, "typing", False),
+        ("layering_probe/probe.py", 2, "fastapi", False),
+        ("layering_probe/probe.py", 2, "os", False),
+        ("layering_probe/probe.py", 3, "layering_probe.state", False),
+        ("layering_probe/probe.py", 4, "layering_probe.state", False),
+        ("layering_probe/probe.py", 6, "psycopg", False),
+        ("layering_probe/probe.py", 8, "langchain", False),
+        ("layering_probe/probe.py", 12, "infra", False),
+        ("layering_probe/probe.py", 14, "langchain", True),
+        ("layering_probe/probe.py", 16, "boto3", True),
+        ("layering_probe/probe.py", 18, "httpx", False),
     ]
-    assert str(found[4]) == "agent/probe.py:5: imports psycopg"
+    assert str(found[5]) == "layering_probe/probe.py:6: imports psycopg"
+    # AND the agent rules flag what they should, and langchain only where it runs on import
+    assert [str(i) for i in eager(found, AGENT_LAZY_ONLY)] == [
+        "layering_probe/probe.py:8: imports langchain"
+    ]
+    allowed = AGENT_ALLOWED | {"layering_probe"}
+    assert {i.module for i in outside_allow_list(found, allowed)} == {
+        "fastapi",
+        "psycopg",
+        "langchain",
+        "infra",
+        "boto3",
+        "httpx",
+    }

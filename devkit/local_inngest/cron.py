@@ -1,75 +1,47 @@
 """Five-field cron expressions (minute hour day-of-month month day-of-week), in UTC.
 
-Enough of cron for the local executor to fire `TriggerCron` functions on their schedule:
-`*`, numbers, ranges `a-b`, steps `*/n` and `a-b/n`, and lists of those. Named months and days,
-`?`, `L`, `W`, `#` and `TZ=` prefixes are rejected rather than guessed at.
+cronsim parses and evaluates them, with Debian cron's syntax and day rules (names, ranges,
+steps, lists, `L`, `LW`, `#`). Two things it would take are refused: Inngest's `TZ=` prefix,
+since the local executor keeps every schedule in UTC, and a leading seconds field, since
+schedules fire at the top of a minute.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
-_FIELDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+from cronsim import CronSim, CronSimError
 
-
-def _parse_field(text: str, low: int, high: int) -> frozenset[int]:
-    values: set[int] = set()
-    for part in text.split(","):
-        spec, _, step_text = part.partition("/")
-        step = int(step_text) if step_text else 1
-        if spec == "*":
-            start, end = low, high
-        elif "-" in spec:
-            a, b = spec.split("-", 1)
-            start, end = int(a), int(b)
-        else:
-            start = int(spec)
-            end = high if step_text else start
-        if not (low <= start <= end <= high) or step < 1:
-            raise ValueError(f"cron field {text!r} is out of range {low}-{high}")
-        values.update(range(start, end + 1, step))
-    return frozenset(values)
+_FIELDS = 5
+_MINUTE = timedelta(minutes=1)
+_ANY_TIME = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
 class Cron:
-    minutes: frozenset[int]
-    hours: frozenset[int]
-    days: frozenset[int]
-    months: frozenset[int]
-    weekdays: frozenset[int]  # 0 = Sunday (7 is folded into 0)
-    any_day: bool
-    any_weekday: bool
+    expression: str
 
     @classmethod
     def parse(cls, expression: str) -> Cron:
+        """The schedule; ValueError naming the expression and what is wrong with it."""
         fields = expression.split()
-        if len(fields) != len(_FIELDS):
-            raise ValueError(f"cron {expression!r} needs five fields")
+        if fields and fields[0].startswith("TZ="):
+            raise ValueError(f"cron {expression!r}: time zones are not supported; write it in UTC")
+        if len(fields) != _FIELDS:
+            raise ValueError(
+                f"cron {expression!r} needs five fields: minute hour day-of-month month day-of-week"
+            )
         try:
-            parsed = [_parse_field(f, lo, hi) for f, (lo, hi) in zip(fields, _FIELDS, strict=True)]
-        except ValueError as exc:
-            raise ValueError(f"unsupported cron {expression!r}: {exc}") from exc
-        minutes, hours, days, months, weekdays = parsed
-        return cls(
-            minutes=minutes,
-            hours=hours,
-            days=days,
-            months=months,
-            weekdays=frozenset(d % 7 for d in weekdays),
-            any_day=fields[2] == "*",
-            any_weekday=fields[4] == "*",
-        )
+            # cronsim parses on construction; the start time only matters to iteration.
+            CronSim(expression, _ANY_TIME)
+        except CronSimError as exc:
+            raise ValueError(f"cron {expression!r}: {str(exc).lower()}") from exc
+        return cls(expression)
 
     def matches(self, at: datetime) -> bool:
-        if at.minute not in self.minutes or at.hour not in self.hours:
-            return False
-        if at.month not in self.months:
-            return False
-        day = at.day in self.days
-        weekday = (at.isoweekday() % 7) in self.weekdays
-        # Classic cron: when both day fields are restricted, either one may match.
-        if not self.any_day and not self.any_weekday:
-            return day or weekday
-        return day and weekday
+        """Whether the schedule fires in the minute of `at` (naive: read as UTC)."""
+        utc = at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
+        minute = utc.replace(second=0, microsecond=0)
+        # cronsim yields the first firing after its start; None if none within 50 years.
+        return next(CronSim(self.expression, minute - _MINUTE), None) == minute
