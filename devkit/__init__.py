@@ -1,0 +1,1 @@
+"""Development and build tools: never deployed, never in a Lambda zip."""
