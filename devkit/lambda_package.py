@@ -20,8 +20,8 @@ from pathlib import Path
 
 from devkit.import_closure import missing_from, third_party_imports
 
-# What ships; devkit/ never does.
-PROJECT_PACKAGES = ("agent", "turns", "handlers", "functions", "infra")
+# What both artefacts carry of ours; each adds its own shell, and devkit/ is in neither.
+CORE_PACKAGES = ("agent", "turns", "infra")
 PYTHON_VERSION = "3.12"
 # Lambda's python3.12 runs on Amazon Linux 2023, whose glibc is 2.34.
 PYTHON_PLATFORM = "x86_64-manylinux_2_34"
@@ -40,15 +40,20 @@ DEV_ONLY = ("supabase",)
 class ArtefactSpec:
     name: str
     entry_module: str
+    shell: str  # handlers or functions: the other one is not in the artefact
     # Left out with every dependency only they need (`uv export --prune`).
     prune: tuple[str, ...]
+
+    @property
+    def packages(self) -> tuple[str, ...]:
+        return (*CORE_PACKAGES, self.shell)
 
 
 ARTEFACTS = (
     # uvicorn serves the app behind the Lambda Web Adapter; Mangum would buffer the stream.
-    ArtefactSpec("respond", "handlers.lambda_respond", (*DEV_ONLY, "mangum")),
+    ArtefactSpec("respond", "handlers.lambda_respond", "handlers", (*DEV_ONLY, "mangum")),
     # Mangum adapts the Lambda event; there is no server process.
-    ArtefactSpec("inngest", "functions.lambda_inngest", (*DEV_ONLY, "uvicorn")),
+    ArtefactSpec("inngest", "functions.lambda_inngest", "functions", (*DEV_ONLY, "uvicorn")),
 )
 
 
@@ -127,7 +132,7 @@ def build_artefact(
         ],
         root,
     )
-    for package in PROJECT_PACKAGES:
+    for package in spec.packages:
         shutil.copytree(
             root / package,
             staging / package,
@@ -160,7 +165,8 @@ def _export_flags(spec: ArtefactSpec) -> list[str]:
 
 
 def _check_imports(root: Path, staging: Path, spec: ArtefactSpec) -> None:
-    needed = third_party_imports(root, spec.entry_module, PROJECT_PACKAGES)
+    # A package of ours left out of the artefact counts as missing too.
+    needed = third_party_imports(root, spec.entry_module, spec.packages)
     missing = missing_from(staging, needed)
     if missing:
         raise PackagingError(
