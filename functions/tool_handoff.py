@@ -106,13 +106,16 @@ async def run_steps(
                     logger.info("job canceled while awaiting approval", extra=job.log)
                     return {"status": "stopped", "rounds": round_no}
                 decisions[call["id"]] = decided
+        # A tool that still fails on the step's last attempt answers the model with an error.
+        last_attempt = ctx.attempt >= RETRIES
         tool_steps = (
             partial(
                 ctx.step.run,
                 f"tool-{call['id']}",
-                _final(job.run_tool),
+                job.run_tool,
                 call,
                 decisions.get(call["id"]),
+                last_attempt,
             )
             for call in plan["pending"]
         )

@@ -38,6 +38,10 @@ class JobFailed(RuntimeError):
     """The job cannot succeed, however often it is retried."""
 
 
+class ToolCallFailed(RuntimeError):
+    """The model's call cannot be answered by the tool: its text is what the model reads."""
+
+
 class Claim(Plan):
     claimed: bool
     payload: dict[str, Any]  # the job's stored turn, which outranks the event's data
@@ -97,8 +101,15 @@ class HandoffJob:
             plan = plan_from(state)
         return {"claimed": True, "payload": job.payload, **plan}
 
-    async def run_tool(self, call: dict[str, Any], decision: Decision | None = None) -> ToolResult:
-        """One tool call's result, stored once: a call that already ran is not run again."""
+    async def run_tool(
+        self, call: dict[str, Any], decision: Decision | None = None, last_attempt: bool = False
+    ) -> ToolResult:
+        """One tool call's result, stored once: a call that already ran is not run again.
+
+        A call the tool cannot answer (no such tool, invalid arguments, a failure on the last
+        attempt) gets an `error` result for the model to read; an earlier failure raises, and
+        the step is retried.
+        """
         pool = await self.services.pool()
         thread_id = self.turn.thread_id
         # A replay of a failed job, or a retry after a lost step output, finds the result.
@@ -115,16 +126,20 @@ class HandoffJob:
             text = declined_text(call, decision)
             declined = ToolResult(id=call["id"], name=call["name"], content=text)
             return await store_result(pool, thread_id, declined)
-        tool = self.tool(call["name"])
-        if tool is None:
-            raise JobFailed(f"unknown tool {call['name']!r}")
         try:
-            # Invoked as a tool call, so a tool can take the call id (InjectedToolCallId) as
-            # the idempotency key of whatever it does outside.
-            output = await tool.ainvoke({**call, "type": "tool_call"})
-        except (ToolInputError, ValidationError) as exc:
-            raise JobFailed(f"invalid input for {call['name']}") from exc
-        content = str(output.content if isinstance(output, ToolMessage) else output)
+            content = await self._invoke(call)
+        except ToolCallFailed as failed:
+            error = ToolResult(
+                id=call["id"], name=call["name"], content=str(failed), status="error"
+            )
+            return await store_result(pool, thread_id, error)
+        except Exception as exc:
+            if not last_attempt:
+                raise
+            logger.exception("tool failed on its last attempt", extra=self.log)
+            text = f"Error: {call['name']} failed ({type(exc).__name__}) on every retry."
+            error = ToolResult(id=call["id"], name=call["name"], content=text, status="error")
+            return await store_result(pool, thread_id, error)
         result = ToolResult(id=call["id"], name=call["name"], content=content)
         shrunk = await self.large_outputs.shrink(
             job_key=self.job_key, call_id=call["id"], name=call["name"], content=content
@@ -132,6 +147,28 @@ class HandoffJob:
         if shrunk is not None:
             result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
         return await store_result(pool, thread_id, result)
+
+    async def _invoke(self, call: dict[str, Any]) -> str:
+        """The tool's output; ToolCallFailed when the call itself is wrong."""
+        tool = self.tool(call["name"])
+        if tool is None:
+            known = ", ".join(sorted(t.name for t in self.tools))
+            raise ToolCallFailed(f"Error: there is no tool {call['name']!r}. Tools: {known}.")
+        try:
+            # Invoked as a tool call, so a tool can take the call id (InjectedToolCallId) as
+            # the idempotency key of whatever it does outside.
+            output = await tool.ainvoke({**call, "type": "tool_call"})
+        except ToolInputError as exc:
+            raise ToolCallFailed(f"Error: invalid input for {call['name']}: {exc}") from exc
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+                for error in exc.errors(include_url=False, include_input=False)
+            )
+            raise ToolCallFailed(
+                f"Error: invalid arguments for {call['name']}: {problems}. Fix them and call again."
+            ) from exc
+        return str(output.content if isinstance(output, ToolMessage) else output)
 
     async def ask_approval(self, call: dict[str, Any], timeout_s: float) -> bool | None:
         """Put the call to the user. True: wait for them. False: decided already (a replay).

@@ -128,13 +128,17 @@ async def _apply(run: Run, state: StateSnapshot, results: list[ToolResult]) -> N
             "id": r["id"],
             "name": r["name"],
             "args": calls.get(r["id"], {}).get("args", {}),
-            "status": "completed",
+            "status": "error" if r.get("status") == "error" else "completed",
         }
         for r in results
     ]
     tool_messages = [
         ToolMessage(
-            content=r["content"], tool_call_id=r["id"], name=r["name"], artifact=r.get("artifact")
+            content=r["content"],
+            tool_call_id=r["id"],
+            name=r["name"],
+            artifact=r.get("artifact"),
+            status=r.get("status", "success"),
         )
         for r in results
     ]

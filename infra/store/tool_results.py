@@ -7,7 +7,7 @@ id, the first stored result wins and every later attempt reuses it.
 
 from __future__ import annotations
 
-from typing import NotRequired, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from psycopg.types.json import Jsonb
 
@@ -15,12 +15,12 @@ from infra.db import Pool
 from infra.large_outputs import OutputRef
 
 FETCH_SQL = """
-select tool_call_id as id, name, content, artifact from handoff.tool_results
+select tool_call_id as id, name, content, artifact, status from handoff.tool_results
 where thread_id = %s and tool_call_id = %s
 """
 STORE_SQL = """
-insert into handoff.tool_results (thread_id, tool_call_id, name, content, artifact)
-values (%s, %s, %s, %s, %s)
+insert into handoff.tool_results (thread_id, tool_call_id, name, content, artifact, status)
+values (%s, %s, %s, %s, %s, %s)
 on conflict (thread_id, tool_call_id) do nothing
 """
 
@@ -30,6 +30,8 @@ class ToolResult(TypedDict):
     name: str
     content: str
     artifact: NotRequired[OutputRef | None]  # where a large output is (content is its preview)
+    # `error`: the tool could not answer; `content` tells the model why, in a line.
+    status: NotRequired[Literal["success", "error"]]
 
 
 async def fetch_result(pool: Pool, thread_id: str, tool_call_id: str) -> ToolResult | None:
@@ -38,7 +40,11 @@ async def fetch_result(pool: Pool, thread_id: str, tool_call_id: str) -> ToolRes
     if row is None:
         return None
     return ToolResult(
-        id=row["id"], name=row["name"], content=row["content"], artifact=row["artifact"]
+        id=row["id"],
+        name=row["name"],
+        content=row["content"],
+        artifact=row["artifact"],
+        status=row["status"],
     )
 
 
@@ -54,6 +60,7 @@ async def store_result(pool: Pool, thread_id: str, result: ToolResult) -> ToolRe
                 result["name"],
                 result["content"],
                 None if artifact is None else Jsonb(artifact),
+                result.get("status", "success"),
             ),
         )
     stored = await fetch_result(pool, thread_id, result["id"])

@@ -10,8 +10,8 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
-from agent.snapshot import APOLOGY
 from agent.tools import demo_tools
+from functions.tool_handoff import RETRIES
 from infra.events import HANDOFF_EVENT
 from tests.support import create_user_with_chat, durable_messages, fetch, running_stack, token_for
 
@@ -35,29 +35,72 @@ async def test_parallel_tool_calls_each_run_once_as_their_own_step(database_url:
     assert sorted(str(m.content) for m in history if isinstance(m, ToolMessage)) == ["42", "7"]
 
 
-async def test_invalid_tool_input_fails_once_with_an_apology(database_url: str) -> None:
+async def tool_messages(database_url: str, chat_id: uuid.UUID) -> list[ToolMessage]:
+    return [m for m in await durable_messages(database_url, chat_id) if isinstance(m, ToolMessage)]
+
+
+@pytest.mark.parametrize(
+    ("content", "told"),
+    [
+        # The tool refuses the input itself.
+        ("/calc 2*", "Error: invalid input for calc: not an arithmetic expression: '2*'"),
+        # An argument the tool does not take, as real models sometimes send.
+        ('/calc {"expression": "2*3"}', "Error: invalid arguments for calc: input: Field required"),
+    ],
+)
+async def test_a_call_the_tool_cannot_take_is_answered_to_the_model(
+    database_url: str, content: str, told: str
+) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     async with running_stack(database_url) as stack:
         events = await stack.respond(
-            token_for(user_id), {"chatId": str(chat_id), "content": "/calc 2*"}
+            token_for(user_id), {"chatId": str(chat_id), "content": content}
         )
         assert events[-1][0] == "handoff"
         await stack.executor.wait_idle()
-        runs = stack.executor.runs()
-    [handoff] = [r for r in runs if r.function_id.endswith("tool-handoff")]
-    assert handoff.status == "failed"
-    # NonRetriableError: every request ran once, nothing was retried.
-    assert handoff.error is not None
-    assert handoff.error["name"] == "NonRetriableError"
-    assert set(handoff.attempts.values()) == {1}
+        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+    # THEN the model reads why, once (no retry can mend the call), and answers
+    assert run.status == "completed"
+    assert [n for step, n in run.attempts.items() if step.startswith("tool-")] == [1]
+    [tool_message] = [
+        m for m in await durable_messages(database_url, chat_id) if isinstance(m, ToolMessage)
+    ]
+    assert tool_message.status == "error"
+    assert str(tool_message.content).startswith(told)
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
-    assert message["status"] == "error"
-    assert message["content"] == APOLOGY
+    assert message["status"] == "completed"
+    assert f"calc returned {told}" in message["content"]
+    # AND the person sees the tool as failed, not an apology for the whole turn
+    progress = message["metadata"]["snapshot"]["progress"]
+    assert [(p["name"], p["status"]) for p in progress] == [("calc", "error")]
     [job] = await fetch(database_url, "select * from job_runs")
-    assert job["status"] == "error"
-    # The job keeps a code for operators, no internals: its chat's owner can read it.
-    assert job["error"] == "job_failed"
-    assert await fetch(database_url, "select * from message_draft") == []
+    assert (job["status"], job["error"]) == ("completed", None)
+
+
+@tool
+def broken(input: str) -> str:
+    """Fails every time (a service that is down)."""
+    raise ConnectionError(f"connection to 10.0.0.5 refused for {input}")
+
+
+async def test_a_tool_that_fails_every_retry_is_answered_to_the_model(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, tools=[*demo_tools(), broken]) as stack:
+        await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "/broken x"})
+        await stack.executor.wait_idle()
+        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+    # THEN the step was retried to its limit, then the model was told, without internals
+    assert run.status == "completed"
+    [tool_attempts] = [n for step, n in run.attempts.items() if step.startswith("tool-")]
+    assert tool_attempts == RETRIES + 1
+    [tool_message] = [
+        m for m in await durable_messages(database_url, chat_id) if isinstance(m, ToolMessage)
+    ]
+    assert tool_message.status == "error"
+    assert tool_message.content == "Error: broken failed (ConnectionError) on every retry."
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "completed"
+    assert "10.0.0.5" not in message["content"]
 
 
 async def test_duplicate_delivery_and_replay_of_a_finished_job_change_nothing(
