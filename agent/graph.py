@@ -19,6 +19,7 @@ from langgraph.types import StateSnapshot
 
 from agent.model import create_model_from_config
 from agent.state import SCHEMA_VERSION, AgentState, ToolInvocation
+from agent.text import visible_text
 
 AGENT_NODE = "agent"
 TOOLS_NODE = "tools"
@@ -76,7 +77,7 @@ def build_agent_graph(
         if calls and rounds >= max_tool_rounds:
             # The model still answers after the last allowed round; only another round of
             # tools is refused. Its streamed text stays, so the message matches what was shown.
-            text = response.content if isinstance(response.content, str) else ""
+            text = visible_text(response)
             return {
                 "messages": [AIMessage(content=f"{text}\n\n{ROUND_LIMIT_TEXT}".lstrip())],
                 "status": "completed",
@@ -166,7 +167,6 @@ async def stream_agent_text(
             isinstance(meta, dict)
             and meta.get("langgraph_node") == AGENT_NODE
             and isinstance(chunk, AIMessageChunk)
-            and isinstance(chunk.content, str)
-            and chunk.content
+            and (text := visible_text(chunk))
         ):
-            yield chunk.content
+            yield text

@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage
 
 from agent.graph import current_turn
 from agent.state import AgentState, AgentStatus, ToolInvocation
+from agent.text import visible_text
 
 PARAGRAPH_BREAK = "\n\n"
 APOLOGY = "Sorry, something went wrong while finishing this answer. Please try again."
@@ -46,20 +47,9 @@ class AgentSnapshot:
         return {key: value for key, value in self.to_json().items() if key != "text"}
 
 
-def message_text(message: AIMessage) -> str:
-    if isinstance(message.content, str):
-        return message.content
-    parts = [
-        block if isinstance(block, str) else str(block.get("text", ""))
-        for block in message.content
-        if isinstance(block, str) or block.get("type") == "text"
-    ]
-    return "".join(parts)
-
-
 def turn_text(state: AgentState) -> str:
     """The assistant text of the current turn: each AI message's text, in order."""
-    texts = [message_text(m) for m in current_turn(state["messages"]) if isinstance(m, AIMessage)]
+    texts = [visible_text(m) for m in current_turn(state["messages"]) if isinstance(m, AIMessage)]
     return join_paragraphs(texts)
 
 
