@@ -185,15 +185,45 @@ class ScriptedChatModel(BaseChatModel):
             yield generation
 
 
+# The providers whose LangChain packages the project installs as extras (pyproject.toml).
+PROVIDER_EXTRAS = frozenset({"openai", "anthropic"})
+
+
+class ModelUnavailable(ValueError):
+    """MODEL cannot be used here: its message says what to set or install."""
+
+
 def create_model(name: str, *, token_delay_ms: float = 15.0) -> BaseChatModel:
     """`scripted`, or `provider:model` for a real provider via langchain's init_chat_model."""
     if name == SCRIPTED:
         return ScriptedChatModel(token_delay_ms=token_delay_ms)
-    if ":" not in name:
-        raise ValueError(f"model must be 'scripted' or 'provider:model', got {name!r}")
+    provider, _, model = name.partition(":")
+    if not provider or not model:
+        raise ModelUnavailable(
+            f"MODEL must be 'scripted' or 'provider:model' (openai:gpt-4o-mini,"
+            f" anthropic:claude-sonnet-4-5), not {name!r}."
+        )
     from langchain.chat_models import init_chat_model
 
     return init_chat_model(name)
+
+
+def check_model(name: str) -> None:
+    """Make MODEL's model once, so that a wrong name, a missing provider package or a missing
+    key stops the process at start (and the provider's import happens there, not in a turn)."""
+    try:
+        create_model(name)
+    except ModelUnavailable:
+        raise
+    except ImportError as exc:
+        provider = name.partition(":")[0]
+        if provider in PROVIDER_EXTRAS:
+            fix = f"run `uv sync --extra {provider}` (or `uv sync --all-extras`)"
+        else:
+            fix = f"this project ships no extra for it; {exc}"
+        raise ModelUnavailable(f"MODEL={name} needs its provider's package: {fix}.") from exc
+    except Exception as exc:
+        raise ModelUnavailable(f"MODEL={name} cannot be used: {exc}") from exc
 
 
 def model_config(name: str, *, token_delay_ms: float) -> dict[str, Any]:

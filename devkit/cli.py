@@ -61,9 +61,15 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
         )
         return
+    from agent.model import ModelUnavailable, check_model
     from devkit.dev_server import dev_server
 
-    asyncio.run(dev_server(Settings(), args.host, args.port))
+    settings = Settings()
+    try:
+        check_model(settings.model)
+    except ModelUnavailable as exc:
+        sys.exit(f"handoff dev: {exc}")
+    asyncio.run(dev_server(settings, args.host, args.port))
 
 
 def package_lambdas(out: Path, uv: str) -> None:

@@ -14,6 +14,7 @@ from langchain_core.tools import BaseTool
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from agent.model import check_model
 from agent.tools import demo_tools
 from functions.outbox_relay import create_outbox_relay
 from functions.tool_handoff import create_tool_handoff
@@ -26,6 +27,7 @@ INNGEST_PATH = "/api/inngest"
 
 def create_inngest_app(settings: Settings, *, tools: list[BaseTool] | None = None) -> FastAPI:
     """The `inngest` Lambda's app: the serve endpoint alone, with no documentation routes."""
+    check_model(settings.model)
     app = FastAPI(title="Handoff functions", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services = Services(settings)
     serve_functions(app, create_inngest_client(settings), services, tools or demo_tools())

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from langchain_core.tools import BaseTool
 
+from agent.model import check_model
 from agent.tools import demo_tools
 from handlers import chats, control, history, respond
 from handlers.auth import Authenticator
@@ -31,6 +32,7 @@ def create_app(
     """The user-facing app: everything the respond Lambda serves, and nothing that runs tools in
     the background (its cold start pays for every import)."""
     settings = settings or Settings()
+    check_model(settings.model)
     services = Services(settings)
     tools = tools if tools is not None else demo_tools()
 
