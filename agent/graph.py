@@ -8,7 +8,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, AIMessageChunk, AnyMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    ToolMessage,
+)
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -18,13 +25,30 @@ from langgraph.prebuilt import ToolNode
 from langgraph.types import StateSnapshot
 
 from agent.model import create_model_from_config
-from agent.state import SCHEMA_VERSION, AgentState, ToolInvocation
+from agent.state import SCHEMA_VERSION, AgentState, CutShort, ToolInvocation
 from agent.text import visible_text
 
 AGENT_NODE = "agent"
 TOOLS_NODE = "tools"
 DEFAULT_MAX_TOOL_ROUNDS = 8
 ROUND_LIMIT_TEXT = "I stopped here because this answer needed too many tool steps."
+# A model call that ended without finishing and showed nothing is asked again this often.
+MODEL_RETRIES_UNSEEN = 2
+# How providers say an answer is whole (OpenAI's finish_reason, Anthropic's stop_reason,
+# Gemini's finish_reason, Bedrock's stopReason), and how they say it was cut.
+FINISHED = frozenset(
+    {"stop", "tool_calls", "function_call", "end_turn", "tool_use", "stop_sequence", "pause_turn",
+     "STOP", "FINISH_REASON_UNSPECIFIED"}
+)  # fmt: skip
+CUT: dict[str, CutShort] = {
+    "length": "length",
+    "max_tokens": "length",
+    "MAX_TOKENS": "length",
+    "content_filter": "content_filter",
+    "refusal": "content_filter",
+    "SAFETY": "content_filter",
+    "guardrail_intervened": "content_filter",
+}
 
 AgentGraph = CompiledStateGraph[AgentState, None, AgentState, AgentState]
 
@@ -73,6 +97,22 @@ def build_agent_graph(
         turn = current_turn(state["messages"])
         rounds = sum(1 for m in turn if isinstance(m, AIMessage) and m.tool_calls)
         response = await bound.ainvoke(state["messages"], config)
+        cut = cut_short(response)
+        for _ in range(MODEL_RETRIES_UNSEEN):
+            if cut is None or visible_text(response):
+                break
+            # Nothing of it reached anyone: ask again rather than answer with nothing.
+            response = await bound.ainvoke(state["messages"], config)
+            cut = cut_short(response)
+        if cut is not None:
+            # Its tool calls may be cut too: none of them runs. What was shown stays, and the
+            # snapshot says in plain words that the answer is not whole.
+            return {
+                "messages": [AIMessage(content=visible_text(response), id=response.id)],
+                "status": "completed",
+                "cut_short": cut,
+                "schema_version": SCHEMA_VERSION,
+            }
         calls = getattr(response, "tool_calls", None) or []
         if calls and rounds >= max_tool_rounds:
             # The model still answers after the last allowed round; only another round of
@@ -81,6 +121,7 @@ def build_agent_graph(
             return {
                 "messages": [AIMessage(content=f"{text}\n\n{ROUND_LIMIT_TEXT}".lstrip())],
                 "status": "completed",
+                "cut_short": None,
                 "schema_version": SCHEMA_VERSION,
             }
         invocations: list[ToolInvocation] = [
@@ -92,6 +133,7 @@ def build_agent_graph(
             "messages": [response],
             "status": "needs_tool_handoff" if calls else "completed",
             "tool_invocations": invocations,
+            "cut_short": None,
             "schema_version": SCHEMA_VERSION,
         }
 
@@ -152,6 +194,15 @@ class CompiledGraphs:
         else:
             self._graphs.move_to_end(key)
         return cached[1].copy(update={"checkpointer": checkpointer})
+
+
+def cut_short(message: BaseMessage) -> CutShort | None:
+    """Why the model's answer is not whole, or None when the provider said it finished."""
+    meta = message.response_metadata
+    stop = meta.get("finish_reason") or meta.get("stop_reason") or meta.get("stopReason")
+    if stop is None:
+        return "incomplete"  # the stream ended without the provider saying why
+    return None if stop in FINISHED else CUT.get(str(stop))
 
 
 def state_values(state: StateSnapshot) -> AgentState:

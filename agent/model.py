@@ -136,14 +136,15 @@ class ScriptedChatModel(BaseChatModel):
         words = text.split(" ")
         for i, word in enumerate(words):
             yield AIMessageChunk(content=word if i == len(words) - 1 else word + " ")
-        if tool_calls:
-            yield AIMessageChunk(
-                content="",
-                tool_call_chunks=[
-                    {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
-                    for i, c in enumerate(tool_calls)
-                ],
-            )
+        # The last chunk says why the model stopped, as a provider's does.
+        yield AIMessageChunk(
+            content="",
+            tool_call_chunks=[
+                {"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i}
+                for i, c in enumerate(tool_calls)
+            ],
+            response_metadata={"finish_reason": "tool_calls" if tool_calls else "stop"},
+        )
 
     def _generate(
         self,
@@ -153,7 +154,8 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         text, tool_calls = self._reply(messages, kwargs.get("tool_names"))
-        message = AIMessage(content=text, tool_calls=tool_calls)
+        finish = {"finish_reason": "tool_calls" if tool_calls else "stop"}
+        message = AIMessage(content=text, tool_calls=tool_calls, response_metadata=finish)
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _astream(

@@ -8,12 +8,19 @@ from typing import Any
 from langchain_core.messages import AIMessage
 
 from agent.graph import current_turn
-from agent.state import AgentState, AgentStatus, ToolInvocation
+from agent.state import AgentState, AgentStatus, CutShort, ToolInvocation
 from agent.text import visible_text
 
 PARAGRAPH_BREAK = "\n\n"
 APOLOGY = "Sorry, something went wrong while finishing this answer. Please try again."
 INTERRUPTED = "This answer was stopped: a newer message or a cancel took its place."
+# Said after an answer that is not whole, so nobody takes it for the whole answer.
+CUT_SHORT_TEXT: dict[CutShort, str] = {
+    "incomplete": "(This answer was cut short: the model stopped before finishing. Please ask"
+    " again.)",
+    "length": "(This answer was cut short: it reached the length limit.)",
+    "content_filter": "(This answer was stopped by the model provider's content filter.)",
+}
 INCOMPATIBLE_VERSION = (
     "Sorry, this conversation was saved by a different version of the assistant and cannot be"
     " continued. Please start a new chat."
@@ -34,13 +41,17 @@ class AgentSnapshot:
     text: str
     status: AgentStatus
     progress: tuple[ToolProgress, ...] = field(default_factory=tuple)
+    cut_short: CutShort | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        shown: dict[str, Any] = {
             "text": self.text,
             "status": self.status,
             "progress": [{"id": p.id, "name": p.name, "status": p.status} for p in self.progress],
         }
+        if self.cut_short is not None:
+            shown["cutShort"] = self.cut_short
+        return shown
 
     def to_metadata(self) -> dict[str, Any]:
         """What a message's `metadata.snapshot` holds: the text is its content or draft."""
@@ -72,4 +83,8 @@ def render_agent_snapshot(state: AgentState) -> AgentSnapshot:
         for inv in invocations
         if inv["id"] in turn_ids
     )
-    return AgentSnapshot(text=turn_text(state), status=status, progress=progress)
+    cut = state.get("cut_short")
+    text = turn_text(state)
+    if cut is not None:
+        text = join_paragraphs([text, CUT_SHORT_TEXT[cut]])
+    return AgentSnapshot(text=text, status=status, progress=progress, cut_short=cut)

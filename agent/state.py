@@ -17,6 +17,9 @@ OLDEST_READABLE_SCHEMA_VERSION = 1
 
 AgentStatus = Literal["streaming", "needs_tool_handoff", "running_tools", "completed"]
 ToolStatus = Literal["pending", "completed", "error"]
+# Why an answer ended before the model finished it: the stream ended with no stop reason, the
+# output limit, or the provider's content filter.
+CutShort = Literal["incomplete", "length", "content_filter"]
 
 
 class ToolInvocation(TypedDict):
@@ -43,6 +46,8 @@ class AgentState(TypedDict):
     messages: Annotated[list[AnyMessage], add_messages]
     status: NotRequired[AgentStatus]
     tool_invocations: NotRequired[Annotated[list[ToolInvocation], merge_invocations]]
+    # Set on the round whose answer was cut short, None on every other.
+    cut_short: NotRequired[CutShort | None]
     schema_version: NotRequired[int]
 
 
