@@ -7,7 +7,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, cast
 
-from langchain_core.language_models import BaseChatModel
+from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -16,7 +16,7 @@ from langchain_core.messages import (
     HumanMessage,
     ToolMessage,
 )
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -96,34 +96,17 @@ def build_agent_graph(
     async def agent(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         turn = current_turn(state["messages"])
         rounds = sum(1 for m in turn if isinstance(m, AIMessage) and m.tool_calls)
-        response = await bound.ainvoke(state["messages"], config)
-        cut = cut_short(response)
-        for _ in range(MODEL_RETRIES_UNSEEN):
-            if cut is None or visible_text(response):
-                break
-            # Nothing of it reached anyone: ask again rather than answer with nothing.
-            response = await bound.ainvoke(state["messages"], config)
-            cut = cut_short(response)
+        response, cut = await _answer(bound, state["messages"], config)
         if cut is not None:
             # Its tool calls may be cut too: none of them runs. What was shown stays, and the
             # snapshot says in plain words that the answer is not whole.
-            return {
-                "messages": [AIMessage(content=visible_text(response), id=response.id)],
-                "status": "completed",
-                "cut_short": cut,
-                "schema_version": SCHEMA_VERSION,
-            }
+            return _last_answer(AIMessage(content=visible_text(response), id=response.id), cut)
         calls = getattr(response, "tool_calls", None) or []
         if calls and rounds >= max_tool_rounds:
             # The model still answers after the last allowed round; only another round of
             # tools is refused. Its streamed text stays, so the message matches what was shown.
-            text = visible_text(response)
-            return {
-                "messages": [AIMessage(content=f"{text}\n\n{ROUND_LIMIT_TEXT}".lstrip())],
-                "status": "completed",
-                "cut_short": None,
-                "schema_version": SCHEMA_VERSION,
-            }
+            text = f"{visible_text(response)}\n\n{ROUND_LIMIT_TEXT}".lstrip()
+            return _last_answer(AIMessage(content=text), None)
         invocations: list[ToolInvocation] = [
             {"id": c["id"], "name": c["name"], "args": c["args"], "status": "pending"}
             for c in calls
@@ -194,6 +177,33 @@ class CompiledGraphs:
         else:
             self._graphs.move_to_end(key)
         return cached[1].copy(update={"checkpointer": checkpointer})
+
+
+def _last_answer(message: AIMessage, cut: CutShort | None) -> dict[str, Any]:
+    """The agent node's update for an answer that calls no tool, whatever the model asked."""
+    return {
+        "messages": [message],
+        "status": "completed",
+        "cut_short": cut,
+        "schema_version": SCHEMA_VERSION,
+    }
+
+
+async def _answer(
+    bound: Runnable[LanguageModelInput, BaseMessage],
+    messages: list[AnyMessage],
+    config: RunnableConfig,
+) -> tuple[BaseMessage, CutShort | None]:
+    """The model's answer, and why it is not whole (None: it is)."""
+    response = await bound.ainvoke(messages, config)
+    cut = cut_short(response)
+    for _ in range(MODEL_RETRIES_UNSEEN):
+        if cut is None or visible_text(response):
+            break
+        # Nothing of it reached anyone: ask again rather than answer with nothing.
+        response = await bound.ainvoke(messages, config)
+        cut = cut_short(response)
+    return response, cut
 
 
 def cut_short(message: BaseMessage) -> CutShort | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
 
@@ -23,7 +24,8 @@ from infra.events import CANCEL_EVENT, HANDOFF_EVENT
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.store.approvals import Decision
-from turns.job import HandoffJob, JobFailed, fail_job
+from turns.failures import JobFailed, RetryLater
+from turns.job import HandoffJob, fail_job
 from turns.rounds import Plan
 from turns.turn import Turn
 
@@ -84,7 +86,7 @@ async def run_steps(
     ctx: inngest.Context, job: HandoffJob, events: inngest.Inngest
 ) -> dict[str, Any]:
     """The plan: claim, then tools and a model round until the model is done, then finalize."""
-    claim = await ctx.step.run("claim", _final(job.claim))
+    claim = await ctx.step.run("claim", _step_body(job.claim))
     if not claim["claimed"]:
         logger.info("job already taken or finished; nothing to do", extra=job.log)
         return {"status": "skipped"}
@@ -92,8 +94,10 @@ async def run_steps(
     # message and model this is: the event only names the job.
     job = job.claimed(claim)
     plan: Plan = claim
+    # A step's last attempt ends the job with the failure's plain words instead of raising.
+    last_attempt = ctx.attempt >= RETRIES
     if plan.get("opening"):
-        plan = await ctx.step.run("model-round-opening", job.rounds.open)
+        plan = await ctx.step.run("model-round-opening", _step_body(job.rounds.open), last_attempt)
     round_no = 0
     while not plan["done"]:
         # Calls that need the user's approval wait for it, one question at a time.
@@ -106,8 +110,6 @@ async def run_steps(
                     logger.info("job canceled while awaiting approval", extra=job.log)
                     return {"status": "stopped", "rounds": round_no}
                 decisions[call["id"]] = decided
-        # A tool that still fails on the step's last attempt answers the model with an error.
-        last_attempt = ctx.attempt >= RETRIES
         tool_steps = (
             partial(
                 ctx.step.run,
@@ -120,7 +122,9 @@ async def run_steps(
             for call in plan["pending"]
         )
         results = await ctx.group.parallel(tuple(tool_steps))
-        plan = await ctx.step.run(f"model-round-{round_no}", job.rounds.resume, list(results))
+        plan = await ctx.step.run(
+            f"model-round-{round_no}", _step_body(job.rounds.resume), list(results), last_attempt
+        )
         round_no += 1
     if plan.get("stopped"):
         logger.info("job canceled or taken over; stopping", extra=job.log)
@@ -129,13 +133,18 @@ async def run_steps(
     return {"status": "completed", "rounds": round_no}
 
 
-def _final(body: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """The step body, with a failure no retry can mend made non-retriable for Inngest."""
+def _step_body(body: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
+    """The step body, its failures said in Inngest's terms: one no retry can mend is
+    non-retriable, a busy provider's retried after the time it asked for."""
 
     async def step(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return await body(*args, **kwargs)
         except JobFailed as exc:
             raise inngest.NonRetriableError(str(exc)) from exc
+        except RetryLater as exc:
+            if exc.after_s is None:
+                raise
+            raise inngest.RetryAfterError(str(exc), timedelta(seconds=exc.after_s)) from exc
 
     return step

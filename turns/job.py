@@ -27,15 +27,12 @@ from infra.store import approvals, jobs
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult, fetch_result, store_result
 from turns.engine import IncompatibleCheckpoint, check_schema, durable_state
+from turns.failures import JobFailed
 from turns.rounds import Plan, Rounds, plan_from
 from turns.start import send_queued_turns
 from turns.turn import Turn
 
 logger = logging.getLogger(__name__)
-
-
-class JobFailed(RuntimeError):
-    """The job cannot succeed, however often it is retried."""
 
 
 class ToolCallFailed(RuntimeError):

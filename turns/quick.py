@@ -12,6 +12,7 @@ from typing import Any
 
 from langchain_core.tools import BaseTool
 
+from agent.errors import classify
 from agent.graph import TOOLS_NODE, state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, INTERRUPTED, render_agent_snapshot
 from infra.db import Conn
@@ -63,10 +64,16 @@ async def run_turn(
         logger.exception("checkpoint from an incompatible version", extra=turn.log)
         await _record_failure(turn, services, INCOMPATIBLE_VERSION, "incompatible_version")
         await emit("error", {"code": "incompatible_version", "message": INCOMPATIBLE_VERSION})
-    except Exception:
-        logger.exception("quick path failed", extra=turn.log)
-        await _record_failure(turn, services, APOLOGY, "quick_path_failed")
-        await emit("error", {"code": "internal", "message": APOLOGY})
+    except Exception as exc:
+        failure = classify(exc)
+        if failure is None:
+            logger.exception("quick path failed", extra=turn.log)
+            await _record_failure(turn, services, APOLOGY, "quick_path_failed")
+            await emit("error", {"code": "internal", "message": APOLOGY})
+        else:
+            logger.warning("model call failed", extra={**turn.log, **failure.log()})
+            await _record_failure(turn, services, failure.user_text, failure.kind)
+            await emit("error", {"code": failure.kind, "message": failure.user_text})
     # The turn's job ended: a message that waited behind it now holds the slot.
     await send_queued_turns(await services.pool(), events, turn.chat_id, turn.assistant_id)
 

@@ -15,6 +15,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import StateSnapshot
 
+from agent.errors import classify
 from agent.graph import AGENT_NODE, TOOLS_NODE, pending_tool_calls, state_values
 from agent.snapshot import PARAGRAPH_BREAK, render_agent_snapshot, turn_text
 from agent.state import AgentState, ToolInvocation
@@ -24,6 +25,7 @@ from infra.store import branches, jobs, messages
 from infra.store.drafts import DraftWriter
 from infra.store.tool_results import ToolResult
 from turns.engine import Run, load_run, opening, store_run
+from turns.failures import JobFailed, RetryLater
 from turns.turn import Turn
 
 logger = logging.getLogger(__name__)
@@ -56,13 +58,13 @@ class Rounds:
     job_key: str
     run_id: str
 
-    async def open(self) -> Plan:
+    async def open(self, last_attempt: bool = False) -> Plan:
         """The first round of an enqueued message's turn, from the latest checkpoint."""
         run = await self._load()
-        await self._stream(run, await opening(run, self.turn), "")
+        await self._stream(run, await opening(run, self.turn), "", last_attempt)
         return await self._store(run, opened=True)
 
-    async def resume(self, results: list[ToolResult]) -> Plan:
+    async def resume(self, results: list[ToolResult], last_attempt: bool = False) -> Plan:
         """Apply the tool results, then run the model to its next tool boundary or the end."""
         run = await self._load()
         state = await run.state()
@@ -77,7 +79,8 @@ class Rounds:
                 await self._record_snapshot(conn, state)
         if AGENT_NODE in state.next:
             before = turn_text(state_values(state))
-            await self._stream(run, None, before + PARAGRAPH_BREAK if before else "")
+            prefix = before + PARAGRAPH_BREAK if before else ""
+            await self._stream(run, None, prefix, last_attempt)
         return await self._store(run, opened=False)
 
     async def _load(self) -> Run:
@@ -101,7 +104,31 @@ class Rounds:
         snapshot = render_agent_snapshot(state_values(state)).to_metadata()
         await messages.record_snapshot(conn, self.turn.reply_id, snapshot)
 
-    async def _stream(self, run: Run, graph_input: AgentState | None, prefix: str) -> None:
+    async def _stream(
+        self, run: Run, graph_input: AgentState | None, prefix: str, last_attempt: bool
+    ) -> None:
+        """Stream the round into the draft. A provider's error is retried later while it may
+        pass and attempts are left; otherwise the job ends with the error's plain words."""
+        try:
+            await self._draft(run, graph_input, prefix)
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None:
+                raise
+            logger.warning("model call failed", extra={**self.log, **failure.log()})
+            if failure.retriable and not last_attempt:
+                raise RetryLater(failure.kind, failure.retry_after_s) from exc
+            pool = await self.services.pool()
+            await jobs.fail(
+                pool, job_key=self.job_key, user_text=failure.user_text, error=failure.kind
+            )
+            raise JobFailed(failure.kind) from exc
+
+    @property
+    def log(self) -> dict[str, str]:
+        return {**self.turn.log, "job_id": self.job_key}
+
+    async def _draft(self, run: Run, graph_input: AgentState | None, prefix: str) -> None:
         settings = self.services.settings
         writer = DraftWriter(
             await self.services.pool(),
@@ -116,8 +143,7 @@ class Rounds:
         async for text in run.text(graph_input):
             await writer.append(text)
         await writer.flush()
-        log = {**self.turn.log, "job_id": self.job_key, "draft_writes": writer.writes}
-        logger.info("model round streamed", extra=log)
+        logger.info("model round streamed", extra={**self.log, "draft_writes": writer.writes})
 
 
 async def _apply(run: Run, state: StateSnapshot, results: list[ToolResult]) -> None:

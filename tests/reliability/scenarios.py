@@ -5,7 +5,8 @@ Inngest endpoint, a real Postgres) once and returns one `Figures` per turn it ch
 run each scenario once; `bench/reliability.py` repeats them and prints the table.
 
 A `record` tool logs every execution (with its tool call id) to a table, so "executed once per
-tool call id" is counted, not assumed; `tool_outage` rows make chosen inputs fail.
+tool call id" is counted, not assumed; a `database_outage` row makes every draft write fail, as
+a database that refuses writes would.
 """
 
 from __future__ import annotations
@@ -43,7 +44,16 @@ create table tool_execution_log (
   input text not null,
   at timestamptz not null default clock_timestamp()
 );
-create table tool_outage (input text primary key);
+create table database_outage (since timestamptz not null default now());
+create function refuse_while_down() returns trigger language plpgsql as $$
+begin
+  if exists (select 1 from database_outage) then
+    raise exception 'the database refuses this write';
+  end if;
+  return new;
+end $$;
+create trigger refuse_while_down before insert or update on public.message_draft
+  for each row execute function refuse_while_down();
 """
 
 
@@ -60,9 +70,6 @@ def recording_tools(database_url: str) -> list[BaseTool]:
     async def record(input: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
         """Record the input and say so."""
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-            down = await conn.execute("select 1 from tool_outage where input = %s", (input,))
-            if await down.fetchone():
-                raise RuntimeError(f"the service behind {input!r} is unavailable")
             await conn.execute(
                 "insert into tool_execution_log (tool_call_id, input) values (%s, %s)",
                 (tool_call_id, input),
@@ -184,12 +191,13 @@ TWO_ROUNDS_REPLY = (
 
 
 async def replay_after_failure(databases: Databases) -> list[Figures]:
-    """One of the first round's two tools is down through every retry, so the job fails after
-    the other one ran; once it is back, a replay resumes from the durable checkpoint and runs
-    only what never succeeded."""
+    """The database refuses the first model round's writes through every retry, so the job
+    fails after both of the round's tools ran; once it is back, a replay resumes from the
+    durable checkpoint and runs only what never succeeded: no tool runs again. (A tool that
+    fails through every retry does not fail the job: the model is told.)"""
     async with databases() as url:
         await prepare(url)
-        await fetch(url, "insert into tool_outage values ('b') returning input")
+        await fetch(url, "insert into database_outage default values returning since")
         user_id, chat_id = await create_user_with_chat(url)
         async with running_stack(url, tools=recording_tools(url)) as stack:
             started = time.perf_counter()
@@ -199,7 +207,7 @@ async def replay_after_failure(databases: Databases) -> list[Figures]:
             event_id = handoff_event_id(events)
             await wait_for_job(url, chat_id, "error")
             await stack.executor.wait_idle(RUN_TIMEOUT_S)
-            await fetch(url, "delete from tool_outage returning input")
+            await fetch(url, "delete from database_outage returning since")
             await stack.executor.replay(event_id)
             await stack.executor.wait_idle(RUN_TIMEOUT_S)
             seconds = time.perf_counter() - started
