@@ -17,6 +17,7 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     ToolMessage,
+    UsageMetadata,
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
@@ -136,7 +137,7 @@ class ScriptedChatModel(BaseChatModel):
         words = text.split(" ")
         for i, word in enumerate(words):
             yield AIMessageChunk(content=word if i == len(words) - 1 else word + " ")
-        # The last chunk says why the model stopped, as a provider's does.
+        # The last chunk says why the model stopped and what it used, as a provider's does.
         yield AIMessageChunk(
             content="",
             tool_call_chunks=[
@@ -144,6 +145,7 @@ class ScriptedChatModel(BaseChatModel):
                 for i, c in enumerate(tool_calls)
             ],
             response_metadata={"finish_reason": "tool_calls" if tool_calls else "stop"},
+            usage_metadata=_usage(messages, words),
         )
 
     def _generate(
@@ -155,7 +157,10 @@ class ScriptedChatModel(BaseChatModel):
     ) -> ChatResult:
         text, tool_calls = self._reply(messages, kwargs.get("tool_names"))
         finish = {"finish_reason": "tool_calls" if tool_calls else "stop"}
-        message = AIMessage(content=text, tool_calls=tool_calls, response_metadata=finish)
+        usage = _usage(messages, text.split(" "))
+        message = AIMessage(
+            content=text, tool_calls=tool_calls, response_metadata=finish, usage_metadata=usage
+        )
         return ChatResult(generations=[ChatGeneration(message=message)])
 
     async def _astream(
@@ -191,6 +196,13 @@ class ScriptedChatModel(BaseChatModel):
 PROVIDER_EXTRAS = frozenset({"openai", "anthropic"})
 
 
+def _usage(messages: list[BaseMessage], words: list[str]) -> UsageMetadata:
+    """Words counted as tokens: what the conversation sent, and what the reply said."""
+    sent = sum(len(str(m.content).split()) for m in messages)
+    said = len([w for w in words if w])
+    return {"input_tokens": sent, "output_tokens": said, "total_tokens": sent + said}
+
+
 class ModelUnavailable(ValueError):
     """MODEL cannot be used here: its message says what to set or install."""
 
@@ -207,6 +219,9 @@ def create_model(name: str, *, token_delay_ms: float = 15.0) -> BaseChatModel:
         )
     from langchain.chat_models import init_chat_model
 
+    # OpenAI reports a streamed call's usage only when asked; the others always do.
+    if provider == "openai":
+        return init_chat_model(name, stream_usage=True)
     return init_chat_model(name)
 
 

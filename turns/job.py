@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from agent.graph import state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
 from agent.tools import ToolInputError
+from agent.usage import turn_usage
 from infra.events import EventSender
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
@@ -195,12 +196,16 @@ class HandoffJob:
         pool = await self.services.pool()
         max_rounds = self.services.settings.max_tool_rounds
         state = await durable_state(pool, self.turn, self.tools, max_tool_rounds=max_rounds)
-        await jobs.finish(
-            pool,
-            job_key=self.job_key,
-            message_id=self.turn.reply_id,
-            content=render_agent_snapshot(state_values(state)).text,
+        values = state_values(state)
+        snapshot = render_agent_snapshot(values)
+        outcome = jobs.Outcome(
+            content=snapshot.text,
             checkpoint_id=state.config["configurable"].get("checkpoint_id"),
+            usage=dict(turn_usage(values)),
+            tool_calls=len(snapshot.progress),
+        )
+        await jobs.finish(
+            pool, job_key=self.job_key, message_id=self.turn.reply_id, outcome=outcome
         )
         await send_queued_turns(pool, events, self.turn.chat_id, self.turn.assistant_id)
 

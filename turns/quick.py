@@ -15,6 +15,7 @@ from langchain_core.tools import BaseTool
 from agent.errors import classify
 from agent.graph import TOOLS_NODE, state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, INTERRUPTED, render_agent_snapshot
+from agent.usage import turn_usage
 from infra.db import Conn
 from infra.events import EventSender, send_handoff
 from infra.runtime import Services
@@ -99,6 +100,7 @@ async def _stream_and_store(
                 **reply_metadata(turn),
                 **marks,
                 "snapshot": snapshot.to_metadata(),
+                "usage": dict(turn_usage(state_values(state))),
             }
             status: ReplyStatus = "queued" if handing_off else "completed"
             await _insert_reply(conn, turn, snapshot.text, status, metadata, handing_off)

@@ -103,8 +103,14 @@ where idempotency_key = %(key)s and kind <> 'quick'
 returning id, root_message_id, payload
 """
 # Only a job still running completes: a canceled one keeps the text it had when canceled.
+# The job's figures for operators: how many tool calls its turn made, and how long it took
+# from the request that started it.
 COMPLETE_SQL = """
-update public.job_runs set status = 'completed', error = null, updated_at = now()
+update public.job_runs
+set status = 'completed', error = null, updated_at = now(),
+    metadata = metadata || jsonb_build_object(
+      'toolCalls', %s::int,
+      'durationMs', round(extract(epoch from now() - created_at) * 1000))
 where idempotency_key = %s and status = 'processing'
 returning id
 """
@@ -223,15 +229,30 @@ async def hold(conn: Conn, job_key: str, run_id: str) -> bool:
     return await (await conn.execute(HOLD_SQL, (job_key, run_id))).fetchone() is not None
 
 
-async def finish(
-    pool: Pool, *, job_key: str, message_id: MessageId, content: str, checkpoint_id: str | None
-) -> None:
+@dataclass(frozen=True)
+class Outcome:
+    """How a job's turn ended: the reply's final text and where its thread stands."""
+
+    content: str
+    checkpoint_id: str | None
+    usage: dict[str, Any]
+    tool_calls: int
+
+
+async def finish(pool: Pool, *, job_key: str, message_id: MessageId, outcome: Outcome) -> None:
     """Final content, `completed`, draft gone and job `completed`, all or nothing; nothing at
     all when the job is no longer running (canceled, or already finished by a retry)."""
     async with pool.connection() as conn, conn.transaction():
-        if await (await conn.execute(COMPLETE_SQL, (job_key,))).fetchone() is None:
+        params = (outcome.tool_calls, job_key)
+        if await (await conn.execute(COMPLETE_SQL, params)).fetchone() is None:
             return
-        await messages.complete(conn, message_id, content=content, checkpoint_id=checkpoint_id)
+        await messages.complete(
+            conn,
+            message_id,
+            content=outcome.content,
+            checkpoint_id=outcome.checkpoint_id,
+            usage=outcome.usage,
+        )
         await delete_draft(conn, message_id)
 
 

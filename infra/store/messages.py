@@ -30,6 +30,7 @@ class MessageMetadata(TypedDict, total=False):
     pendingApproval: dict[str, Any]  # the tool call waiting for the user (approvals.py)
     approvals: dict[str, Any]  # the user's decisions, by tool call id
     editOf: str  # on a user message that replaced another (an edit)
+    usage: dict[str, Any]  # the turn's token usage, per model call and summed (agent/usage.py)
 
 
 class DuplicateMessage(RuntimeError):
@@ -69,7 +70,7 @@ where id = %s and status in ('queued', 'error', 'streaming')
 COMPLETE_SQL = """
 update public.message
 set content = %s, status = 'completed', updated_at = now(),
-    metadata = metadata || jsonb_build_object('checkpointId', %s::text)
+    metadata = metadata || jsonb_build_object('checkpointId', %s::text, 'usage', %s::jsonb)
 where id = %s
 """
 FAIL_SQL = """
@@ -140,9 +141,14 @@ async def mark_streaming(conn: Conn, message_id: MessageId) -> None:
 
 
 async def complete(
-    conn: Conn, message_id: MessageId, *, content: str, checkpoint_id: str | None
+    conn: Conn,
+    message_id: MessageId,
+    *,
+    content: str,
+    checkpoint_id: str | None,
+    usage: dict[str, Any],
 ) -> None:
-    await conn.execute(COMPLETE_SQL, (content, checkpoint_id, message_id))
+    await conn.execute(COMPLETE_SQL, (content, checkpoint_id, Jsonb(usage), message_id))
 
 
 async def fail(conn: Conn, message_id: MessageId, user_text: str) -> None:

@@ -244,3 +244,32 @@ async def test_the_message_shows_tool_progress_from_handoff_to_the_end(database_
     assert {p["status"] for p in at_end["snapshot"]["progress"]} == {"completed"}
     [reply] = [m for m in history.json()["messages"] if m["role"] == "assistant"]
     assert reply["progress"] == at_end["snapshot"]["progress"]
+
+
+async def test_each_reply_records_its_token_usage_and_each_job_its_figures(
+    database_url: str,
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        auth = token_for(user_id)
+        # GIVEN a turn answered on the quick path, and one that runs two tools in the background
+        await stack.respond(auth, {"chatId": str(chat_id), "content": "hello there"})
+        await stack.respond(auth, {"chatId": str(chat_id), "content": "/calc 1+1\n/calc 2+2"})
+        await stack.executor.wait_idle()
+    quick, tools = await fetch(
+        database_url,
+        "select metadata -> 'usage' as usage from message where role = 'assistant'"
+        " order by created_at",
+    )
+    # THEN each reply holds what its model calls reported (the scripted model counts words),
+    # call by call and summed
+    assert len(quick["usage"]["rounds"]) == 1
+    assert quick["usage"]["output"] == len(["You", "said:", '"hello', 'there"'])
+    rounds = tools["usage"]["rounds"]
+    assert len(rounds) == 2
+    assert tools["usage"]["input"] == sum(r["input"] for r in rounds) > 0
+    assert tools["usage"]["output"] == sum(r["output"] for r in rounds) > 0
+    # AND the background job its tool calls and how long it took
+    [job] = await fetch(database_url, "select metadata from job_runs where kind = 'handoff'")
+    assert job["metadata"]["toolCalls"] == 2
+    assert job["metadata"]["durationMs"] > 0
