@@ -27,8 +27,11 @@ USER_TEXT: dict[ModelErrorKind, str] = {
         "The AI model could not take this conversation. Please rephrase, or start a new chat."
     ),
 }
-# Raised when no response came back at all, by the SDKs of every provider we know.
-NO_RESPONSE = frozenset({"APIConnectionError", "APITimeoutError", "ConnectError", "ReadTimeout"})
+# Raised when no response, or only part of one, came back: by the SDKs (openai's, anthropic's)
+# or by the HTTP client under them (anthropic lets a dropped stream's error through).
+NO_RESPONSE = frozenset(
+    {"APIConnectionError", "APITimeoutError", "ConnectError", "ReadTimeout", "RemoteProtocolError"}
+)
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,8 @@ def _kind(status: int) -> ModelErrorKind:
         return "rate_limited"
     if status in (401, 403, 404):  # a bad key, no access, a model name that does not exist
         return "model_misconfigured"
-    if status == 408 or status >= 500:  # 529: Anthropic's "overloaded"
+    # 529: Anthropic's "overloaded"; under 400: an error event inside a stream that began well.
+    if status == 408 or status >= 500 or status < 400:
         return "model_unavailable"
     return "model_rejected"
 

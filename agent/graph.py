@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -160,15 +160,18 @@ class CompiledGraphs:
         checkpointer: BaseCheckpointSaver[Any],
         *,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        model_options: Mapping[str, Any] | None = None,
     ) -> AgentGraph:
+        """The graph for `model_spec` (its model made with `model_options`: a key, an
+        endpoint) and `tools`, bound to `checkpointer`."""
         key = (
-            json.dumps(model_spec, sort_keys=True, default=str),
+            json.dumps([model_spec, model_options or {}], sort_keys=True, default=str),
             max_tool_rounds,
             tuple(id(t) for t in tools),
         )
         cached = self._graphs.get(key)
         if cached is None:
-            model = create_model_from_config(model_spec)
+            model = create_model_from_config(model_spec, model_options)
             graph = build_agent_graph(model, tools, None, max_tool_rounds=max_tool_rounds)
             cached = (list(tools), graph)
             self._graphs[key] = cached

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import json
 import re
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -207,8 +207,11 @@ class ModelUnavailable(ValueError):
     """MODEL cannot be used here: its message says what to set or install."""
 
 
-def create_model(name: str, *, token_delay_ms: float = 15.0) -> BaseChatModel:
-    """`scripted`, or `provider:model` for a real provider via langchain's init_chat_model."""
+def create_model(
+    name: str, *, token_delay_ms: float = 15.0, options: Mapping[str, Any] | None = None
+) -> BaseChatModel:
+    """`scripted`, or `provider:model` for a real provider via langchain's init_chat_model,
+    made with `options` (its key and endpoint, say)."""
     if name == SCRIPTED:
         return ScriptedChatModel(token_delay_ms=token_delay_ms)
     provider, _, model = name.partition(":")
@@ -219,17 +222,20 @@ def create_model(name: str, *, token_delay_ms: float = 15.0) -> BaseChatModel:
         )
     from langchain.chat_models import init_chat_model
 
-    # OpenAI reports a streamed call's usage only when asked; the others always do.
+    kwargs = dict(options or {})
     if provider == "openai":
-        return init_chat_model(name, stream_usage=True)
-    return init_chat_model(name)
+        # OpenAI reports a streamed call's usage only when asked; the others always do.
+        kwargs["stream_usage"] = True
+    # init_chat_model's overloads cannot see a model name through **kwargs: it returns one.
+    made: BaseChatModel = init_chat_model(name, **kwargs)
+    return made
 
 
-def check_model(name: str) -> None:
+def check_model(name: str, options: Mapping[str, Any] | None = None) -> None:
     """Make MODEL's model once, so that a wrong name, a missing provider package or a missing
     key stops the process at start (and the provider's import happens there, not in a turn)."""
     try:
-        create_model(name)
+        create_model(name, options=options)
     except ModelUnavailable:
         raise
     except ImportError as exc:
@@ -245,14 +251,18 @@ def check_model(name: str) -> None:
 
 def model_config(name: str, *, token_delay_ms: float) -> dict[str, Any]:
     """The `modelConfig` a handoff event carries, so the background rebuilds the same model.
-    Names and knobs only: credentials come from the environment where the model runs."""
+    Names and knobs only: credentials come from the settings where the model runs."""
     config: dict[str, Any] = {"model": name}
     if name == SCRIPTED:
         config["tokenDelayMs"] = token_delay_ms
     return config
 
 
-def create_model_from_config(config: dict[str, Any]) -> BaseChatModel:
+def create_model_from_config(
+    config: dict[str, Any], options: Mapping[str, Any] | None = None
+) -> BaseChatModel:
     return create_model(
-        str(config.get("model", SCRIPTED)), token_delay_ms=float(config.get("tokenDelayMs", 15))
+        str(config.get("model", SCRIPTED)),
+        token_delay_ms=float(config.get("tokenDelayMs", 15)),
+        options=options,
     )

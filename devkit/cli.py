@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     settings = Settings()
     try:
-        check_model(settings.model)
+        check_model(settings.model, settings.model_options(settings.model))
     except ModelUnavailable as exc:
         sys.exit(f"handoff dev: {exc}")
     asyncio.run(dev_server(settings, args.host, args.port))

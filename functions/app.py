@@ -27,7 +27,7 @@ INNGEST_PATH = "/api/inngest"
 
 def create_inngest_app(settings: Settings, *, tools: list[BaseTool] | None = None) -> FastAPI:
     """The `inngest` Lambda's app: the serve endpoint alone, with no documentation routes."""
-    check_model(settings.model)
+    check_model(settings.model, settings.model_options(settings.model))
     app = FastAPI(title="Handoff functions", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services = Services(settings)
     serve_functions(app, create_inngest_client(settings), services, tools or demo_tools())

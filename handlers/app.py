@@ -32,7 +32,7 @@ def create_app(
     """The user-facing app: everything the respond Lambda serves, and nothing that runs tools in
     the background (its cold start pays for every import)."""
     settings = settings or Settings()
-    check_model(settings.model)
+    check_model(settings.model, settings.model_options(settings.model))
     services = Services(settings)
     tools = tools if tools is not None else demo_tools()
 

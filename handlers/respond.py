@@ -104,7 +104,7 @@ async def respond(
     # Both stand between the request and its first token and neither needs the other, so the
     # thread's history loads while the user's message is stored. If the chat turns out not to
     # be the caller's, the history is dropped unread: nothing of it reaches the response.
-    run = asyncio.create_task(load_run(pool, turn, tools, max_tool_rounds=settings.max_tool_rounds))
+    run = asyncio.create_task(load_run(pool, turn, tools, settings))
     try:
         slot = await start_turn(
             pool, user.claims, turn, strategy=body.multitask_strategy, lease_s=settings.turn_lease_s

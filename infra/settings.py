@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -14,6 +16,11 @@ class Settings(BaseSettings):
     database_url: str | None = None
     model: str = "scripted"
     scripted_token_delay_ms: int = Field(default=15, ge=0)
+    # A provider's key and endpoint, like every other secret from the environment or SSM.
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
 
     supabase_url: str | None = None
     supabase_jwt_secret: SecretStr | None = None
@@ -46,6 +53,18 @@ class Settings(BaseSettings):
     approval_timeout_s: int = Field(default=1800, ge=1)
     # The outbox relay re-sends handoff events no request confirmed after this long.
     outbox_grace_s: float = Field(default=10.0, ge=0)
+
+    def model_options(self, model: str) -> dict[str, Any]:
+        """What a `provider:model` is made with: its provider's key and endpoint, when set."""
+        provider = model.partition(":")[0]
+        key = {"openai": self.openai_api_key, "anthropic": self.anthropic_api_key}.get(provider)
+        url = {"openai": self.openai_base_url, "anthropic": self.anthropic_base_url}.get(provider)
+        options: dict[str, Any] = {}
+        if key is not None:
+            options["api_key"] = key.get_secret_value()
+        if url:
+            options["base_url"] = url
+        return options
 
     @property
     def inngest_is_dev_server(self) -> bool:

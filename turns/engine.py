@@ -18,6 +18,7 @@ from typing import Any
 from langchain_core.messages import AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import StateSnapshot
 
@@ -37,6 +38,7 @@ from agent.state import (
 )
 from agent.threads import thread_config
 from infra.db import Conn, Pool
+from infra.settings import Settings
 from infra.store import branches
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.store.messages import MessageMetadata
@@ -67,9 +69,7 @@ class Run:
         return stream_agent_text(self.graph, graph_input, self.config)
 
 
-async def load_run(
-    pool: Pool, turn: Turn, tools: Sequence[BaseTool], *, max_tool_rounds: int
-) -> Run:
+async def load_run(pool: Pool, turn: Turn, tools: Sequence[BaseTool], settings: Settings) -> Run:
     """The turn's graph on the thread's latest checkpoint; for an edit, on the checkpoint the
     edited message's turn started from (none when that message began the thread)."""
     memory = InMemorySaver()
@@ -78,7 +78,7 @@ async def load_run(
     if edit is None or edit.base_checkpoint_id is not None:
         base = edit.base_checkpoint_id if edit else None
         known = await load_latest_into_memory(durable_saver(pool), memory, turn.thread_id, base)
-    graph = GRAPHS.bound(turn.model_spec, tools, memory, max_tool_rounds=max_tool_rounds)
+    graph = _graph(turn, tools, memory, settings)
     config = thread_config(turn.thread_id)
     if turn.run_id:
         config["run_id"] = uuid.UUID(turn.run_id)
@@ -86,13 +86,23 @@ async def load_run(
 
 
 async def durable_state(
-    pool: Pool, turn: Turn, tools: Sequence[BaseTool], *, max_tool_rounds: int
+    pool: Pool, turn: Turn, tools: Sequence[BaseTool], settings: Settings
 ) -> StateSnapshot:
     """The thread's head as stored: what a background job plans from and finalizes."""
-    graph = GRAPHS.bound(
-        turn.model_spec, tools, durable_saver(pool), max_tool_rounds=max_tool_rounds
-    )
+    graph = _graph(turn, tools, durable_saver(pool), settings)
     return await graph.aget_state(thread_config(turn.thread_id))
+
+
+def _graph(
+    turn: Turn, tools: Sequence[BaseTool], saver: BaseCheckpointSaver[Any], settings: Settings
+) -> AgentGraph:
+    return GRAPHS.bound(
+        turn.model_spec,
+        tools,
+        saver,
+        max_tool_rounds=settings.max_tool_rounds,
+        model_options=settings.model_options(str(turn.model_spec.get("model", ""))),
+    )
 
 
 def check_schema(state: StateSnapshot) -> None:

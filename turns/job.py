@@ -79,8 +79,7 @@ class HandoffJob:
         if job is None:
             return {"claimed": False, "done": True, "pending": [], "payload": {}}
         turn = Turn.model_validate(job.payload)
-        max_rounds = settings.max_tool_rounds
-        state = await durable_state(pool, turn, self.tools, max_tool_rounds=max_rounds)
+        state = await durable_state(pool, turn, self.tools, settings)
         try:
             check_schema(state)
         except IncompatibleCheckpoint as exc:
@@ -194,8 +193,7 @@ class HandoffJob:
     async def finalize(self, events: EventSender) -> None:
         """The reply's final text from the thread's head; then a turn waiting behind it goes."""
         pool = await self.services.pool()
-        max_rounds = self.services.settings.max_tool_rounds
-        state = await durable_state(pool, self.turn, self.tools, max_tool_rounds=max_rounds)
+        state = await durable_state(pool, self.turn, self.tools, self.services.settings)
         values = state_values(state)
         snapshot = render_agent_snapshot(values)
         outcome = jobs.Outcome(

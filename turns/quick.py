@@ -51,12 +51,7 @@ async def run_turn(
     await emit("metadata", turn.stream_metadata())
     try:
         if run is None:
-            run = load_run(
-                await services.pool(),
-                turn,
-                tools,
-                max_tool_rounds=services.settings.max_tool_rounds,
-            )
+            run = load_run(await services.pool(), turn, tools, services.settings)
         if await _stream_and_store(turn, services, events, emit, await run):
             return  # handed off: the job goes on in the background
     except Interrupted:

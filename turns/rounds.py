@@ -85,8 +85,7 @@ class Rounds:
 
     async def _load(self) -> Run:
         pool = await self.services.pool()
-        max_rounds = self.services.settings.max_tool_rounds
-        return await load_run(pool, self.turn, self.tools, max_tool_rounds=max_rounds)
+        return await load_run(pool, self.turn, self.tools, self.services.settings)
 
     async def _store(self, run: Run, *, opened: bool) -> Plan:
         """The round's checkpoints land in one transaction, while this run holds the job."""
