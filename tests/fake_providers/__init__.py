@@ -33,6 +33,8 @@ Served:
   the body without the stop events; the provider's in-stream error event. Every response
   carries a request id (`x-request-id` for OpenAI, `request-id` for Anthropic, which also
   names it in error bodies). A request without an API key gets the provider's 401.
+  On a request without `stream`, every stream fault drops the connection halfway through the
+  body. uvicorn logs each scripted drop as "Exception in ASGI application": that is the drop.
 
 Not reproduced: checking API keys (any non-empty key passes), organisations and projects;
 rate-limit headers other than `retry-after` (no `x-ratelimit-*`, `anthropic-ratelimit-*`,

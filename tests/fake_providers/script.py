@@ -17,8 +17,9 @@ ARGUMENT_PIECE_CHARS = 6
 
 @dataclass(frozen=True)
 class ToolCall:
-    """One tool call. `fragments`, when given, are sent verbatim as the argument deltas (they
-    need not join to valid JSON); otherwise `args` is serialised and cut into short pieces."""
+    """One tool call. `fragments`, when given, are sent verbatim as the argument deltas (in a
+    stream they need not join to valid JSON; Anthropic's whole `message` body needs them to);
+    otherwise `args` is serialised and cut into short pieces."""
 
     name: str
     args: Mapping[str, Any] = field(default_factory=dict)
