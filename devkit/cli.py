@@ -36,11 +36,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     package = commands.add_parser("package", help="build the Lambda zips serverless.yml deploys")
     package.add_argument("--out", type=Path, default=PROJECT_ROOT / "dist")
     package.add_argument("--uv", default=shutil.which("uv"), help="uv binary (default: on PATH)")
+    package.add_argument(
+        "--extra",
+        action="append",
+        help="an optional dependency group to ship (default: the provider MODEL names)",
+    )
     args = parser.parse_args(argv)
     if args.command == "package":
         if not args.uv:
             parser.error("uv is not on PATH: pass --uv /path/to/uv")
-        package_lambdas(args.out, args.uv)
+        package_lambdas(args.out, args.uv, tuple(args.extra or model_extras()))
         return
     if args.command == "chat":
         from devkit import terminal_chat
@@ -72,10 +77,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     asyncio.run(dev_server(settings, args.host, args.port))
 
 
-def package_lambdas(out: Path, uv: str) -> None:
+def model_extras() -> list[str]:
+    """The extra that MODEL's provider needs in the artefacts, if the project has one."""
+    from agent.model import PROVIDER_EXTRAS
+    from infra.settings import Settings
+
+    provider = Settings().model.partition(":")[0]
+    return [provider] if provider in PROVIDER_EXTRAS else []
+
+
+def package_lambdas(out: Path, uv: str, extras: tuple[str, ...]) -> None:
     from devkit.lambda_package import build_artefacts
 
-    for artefact in build_artefacts(PROJECT_ROOT, out, uv=uv):
+    if extras:
+        print(f"with the optional dependencies of: {', '.join(extras)}", flush=True)
+    for artefact in build_artefacts(PROJECT_ROOT, out, uv=uv, extras=extras):
         print(describe_artefact(artefact), flush=True)
 
 

@@ -78,8 +78,10 @@ def build_artefacts(
     uv: str = "uv",
     specs: tuple[ArtefactSpec, ...] = ARTEFACTS,
     python_version: str = PYTHON_VERSION,
+    extras: tuple[str, ...] = (),
 ) -> list[Artefact]:
-    """Build `out/<name>.zip` for each spec from the project at `root` and its uv.lock.
+    """Build `out/<name>.zip` for each spec from the project at `root` and its uv.lock, with
+    the optional dependencies of `extras` (a model provider's package, say).
 
     `python_version` other than Lambda's is for tests that run an artefact on this machine.
     """
@@ -91,7 +93,14 @@ def build_artefacts(
     ):
         builds = [
             pool.submit(
-                build_artefact, root, out, Path(scratch), spec, uv=uv, python_version=python_version
+                build_artefact,
+                root,
+                out,
+                Path(scratch),
+                spec,
+                uv=uv,
+                python_version=python_version,
+                extras=extras,
             )
             for spec in specs
         ]
@@ -106,10 +115,12 @@ def build_artefact(
     *,
     uv: str = "uv",
     python_version: str = PYTHON_VERSION,
+    extras: tuple[str, ...] = (),
 ) -> Artefact:
     staging = scratch / spec.name
     requirements = scratch / f"{spec.name}-requirements.txt"
-    _run([uv, "export", *_export_flags(spec), "--output-file", str(requirements)], root)
+    flags = _export_flags(spec, extras)
+    _run([uv, "export", *flags, "--output-file", str(requirements)], root)
     _run(
         [
             uv,
@@ -157,8 +168,10 @@ def build_artefact(
     )
 
 
-def _export_flags(spec: ArtefactSpec) -> list[str]:
+def _export_flags(spec: ArtefactSpec, extras: tuple[str, ...]) -> list[str]:
     flags = ["--frozen", "--no-dev", "--no-emit-project", "--no-hashes", "--quiet"]
+    for extra in extras:
+        flags += ["--extra", extra]
     for package in spec.prune:
         flags += ["--prune", package]
     return flags

@@ -44,7 +44,8 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     uv = uv_binary()
     work = tmp_path_factory.mktemp("artefacts")
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    built = build_artefacts(ROOT, work / "dist", uv=uv, python_version=version)
+    # With a provider's extra, as `handoff package` ships it when MODEL names that provider.
+    built = build_artefacts(ROOT, work / "dist", uv=uv, python_version=version, extras=("openai",))
     tasks = {}
     for artefact in built:
         tasks[artefact.name] = work / artefact.name
@@ -164,3 +165,27 @@ def test_the_inngest_handler_answers_an_http_api_event(
     assert result.returncode == 0, result.stderr
     response = json.loads(result.stdout.strip().splitlines()[-1])
     assert response["statusCode"] < 500, response
+
+
+@pytest.mark.parametrize("artefact", ["respond", "inngest"])
+def test_an_artefact_built_with_a_providers_extra_can_make_its_model(
+    tasks: dict[str, Path], bare_python: Path, artefact: str
+) -> None:
+    # GIVEN artefacts packaged for MODEL=openai:…, WHEN a bare interpreter makes the model as
+    # the app does at start, THEN the provider's package is there
+    script = (
+        "from agent.model import check_model\n"
+        "check_model('openai:gpt-4o-mini', {'api_key': 'sk-test'})\n"
+        "print('made')\n"
+    )
+    result = subprocess.run(  # noqa: S603
+        [str(bare_python / "python"), "-c", script],
+        cwd=tasks[artefact],
+        env=task_env(bare_python, PYTHONPATH=str(tasks[artefact])),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "made"
