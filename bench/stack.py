@@ -16,15 +16,19 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from starlette.types import ASGIApp
 
 from bench.floor import create_floor_app
 from devkit.local_inngest import serve_asgi
+from tests.fake_providers import serve_fake_providers
 from tests.support import running_stack
 
 IntakeWrapper = Callable[[ASGIApp], ASGIApp]
+# The fake providers' time to first token: a fast real model's.
+PROVIDER_FIRST_CHUNK_MS = 200
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -45,9 +49,10 @@ async def create_chats(database_url: str, user_id: uuid.UUID, count: int) -> lis
 
 
 @asynccontextmanager
-async def child_server(kind: str, database_url: str = "") -> AsyncIterator[str]:
-    """`python -m bench.stack KIND` in a child process; yields its origin. Ends when we close
-    its stdin (or kill it after a grace period)."""
+async def child_server(kind: str, database_url: str = "", **settings: str) -> AsyncIterator[str]:
+    """`python -m bench.stack KIND` in a child process, the stack with `settings` on top of the
+    tests' (`model`, say); yields its origin. Ends when we close its stdin (or kill it after a
+    grace period)."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -55,6 +60,7 @@ async def child_server(kind: str, database_url: str = "") -> AsyncIterator[str]:
         kind,
         "--database-url",
         database_url,
+        *[f"--set={name}={value}" for name, value in settings.items()],
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         cwd=ROOT,
@@ -77,7 +83,7 @@ async def child_server(kind: str, database_url: str = "") -> AsyncIterator[str]:
             await proc.wait()
 
 
-async def _serve(kind: str, database_url: str) -> None:
+async def _serve(kind: str, database_url: str, settings: dict[str, Any]) -> None:
     async def until_stdin_closes() -> None:
         await asyncio.to_thread(sys.stdin.read)
 
@@ -86,7 +92,12 @@ async def _serve(kind: str, database_url: str) -> None:
             print(json.dumps({"origin": origin}), flush=True)
             await until_stdin_closes()
         return
-    async with running_stack(database_url) as stack:
+    if kind == "providers":
+        async with serve_fake_providers(PROVIDER_FIRST_CHUNK_MS) as fake:
+            print(json.dumps({"origin": fake.origin}), flush=True)
+            await until_stdin_closes()
+        return
+    async with running_stack(database_url, **settings) as stack:
         print(json.dumps({"origin": stack.origin}), flush=True)
         await until_stdin_closes()
         await stack.executor.wait_idle(timeout=60)
@@ -94,10 +105,12 @@ async def _serve(kind: str, database_url: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve the Handoff stack or the floor.")
-    parser.add_argument("kind", choices=["handoff", "floor"])
+    parser.add_argument("kind", choices=["handoff", "floor", "providers"])
     parser.add_argument("--database-url", default="")
+    parser.add_argument("--set", action="append", default=[], help="NAME=VALUE, a setting")
     args = parser.parse_args(argv)
-    asyncio.run(_serve(args.kind, args.database_url))
+    settings = dict(item.split("=", 1) for item in args.set)
+    asyncio.run(_serve(args.kind, args.database_url, settings))
 
 
 if __name__ == "__main__":

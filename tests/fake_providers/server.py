@@ -8,6 +8,7 @@ import json
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any, Literal
 
 from starlette.applications import Starlette
@@ -38,7 +39,9 @@ class ConnectionDropped(Exception):
 class FakeProviders:
     """Scripted replies in, recorded requests out. Serve `app()` (see `serve_fake_providers`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, first_chunk_delay_ms: float = 0) -> None:
+        # The echo's wait before its first chunk: a model's time to first token, for a bench.
+        self.first_chunk_delay_ms = first_chunk_delay_ms
         self.replies: deque[Reply] = deque()
         self.requests: list[Received] = []
         self.origin = ""
@@ -75,7 +78,9 @@ class FakeProviders:
         return body
 
     def _next_reply(self, body: Mapping[str, Any]) -> Reply:
-        return self.replies.popleft() if self.replies else echo_reply(body)
+        if self.replies:
+            return self.replies.popleft()
+        return replace(echo_reply(body), first_chunk_delay_ms=self.first_chunk_delay_ms)
 
     async def _openai(self, request: Request) -> Response:
         body = await self._receive("openai", request)
@@ -176,9 +181,9 @@ def whole_body(data: dict[str, Any], fault: Fault | None, headers: dict[str, str
 
 
 @asynccontextmanager
-async def serve_fake_providers() -> AsyncIterator[FakeProviders]:
+async def serve_fake_providers(first_chunk_delay_ms: float = 0) -> AsyncIterator[FakeProviders]:
     """The fake served on a loopback port for the duration of the block."""
-    fake = FakeProviders()
+    fake = FakeProviders(first_chunk_delay_ms)
     async with serve_asgi(fake.app()) as origin:
         fake.origin = origin
         yield fake
