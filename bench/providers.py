@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Sequence
 
+import httpx
 from langchain_core.language_models import BaseChatModel
 
 from agent.model import create_model
@@ -45,12 +46,12 @@ async def direct_first_token(model: BaseChatModel) -> float:
     return first
 
 
-async def handoff_first_token(origin: str, token: str, chat: uuid.UUID) -> float:
-    async with client(origin) as http:
-        body = {"chatId": str(chat), "content": QUESTION}
-        stream = await post_stream(
-            http, "/api/chat/respond", body, {"Authorization": f"Bearer {token}"}
-        )
+async def handoff_first_token(http: httpx.AsyncClient, token: str, chat: uuid.UUID) -> float:
+    """Seconds from the request to its first `token` event, reading the stream to its end."""
+    body = {"chatId": str(chat), "content": QUESTION}
+    stream = await post_stream(
+        http, "/api/chat/respond", body, {"Authorization": f"Bearer {token}"}
+    )
     first = stream.first("token")
     if stream.status != 200 or first is None:
         raise RuntimeError(f"handoff: no token (status {stream.status})")
@@ -77,13 +78,17 @@ async def measure(database_url: str, runs: int) -> Table:
             token = token_for(user, exp=int(time.time()) + 3600)
             # A chat per turn: each first token comes from the same short history.
             chats = await create_chats(database_url, user, runs + 1)
-            async with child_server("handoff", database_url, **settings) as origin:
-                await handoff_first_token(origin, token, chats[-1])  # warm up both
+            async with (
+                child_server("handoff", database_url, **settings) as origin,
+                # One connection each, kept alive, as the direct side's client keeps its own.
+                client(origin) as http,
+            ):
+                await handoff_first_token(http, token, chats[-1])  # warm up both
                 await direct_first_token(direct)
                 sides: dict[str, list[float]] = {"direct": [], "handoff": []}
                 for chat in chats[:runs]:
                     sides["direct"].append(await direct_first_token(direct))
-                    sides["handoff"].append(await handoff_first_token(origin, token, chat))
+                    sides["handoff"].append(await handoff_first_token(http, token, chat))
             added = [h - d for h, d in zip(sides["handoff"], sides["direct"], strict=True)]
             table.add(
                 provider,
