@@ -32,6 +32,7 @@ AGENT_NODE = "agent"
 TOOLS_NODE = "tools"
 DEFAULT_MAX_TOOL_ROUNDS = 8
 ROUND_LIMIT_TEXT = "I stopped here because this answer needed too many tool steps."
+BUDGET_TEXT = "I stopped here because this answer used up its length budget."
 # A model call that ended without finishing and showed nothing is asked again this often.
 MODEL_RETRIES_UNSEEN = 2
 # How providers say an answer is whole (OpenAI's finish_reason, Anthropic's stop_reason,
@@ -89,8 +90,11 @@ def build_agent_graph(
     *,
     interrupt_before_tools: bool = True,
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+    max_output_tokens: int | None = None,
 ) -> AgentGraph:
-    """Nodes `agent` and `tools`; pauses before `tools` unless told otherwise."""
+    """Nodes `agent` and `tools`; pauses before `tools` unless told otherwise. A turn gets at
+    most `max_tool_rounds` rounds of tools, and none more once its model calls have written
+    `max_output_tokens` (None: no budget)."""
     bound = model.bind_tools(tools) if tools else model
 
     async def agent(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
@@ -102,10 +106,13 @@ def build_agent_graph(
             # snapshot says in plain words that the answer is not whole.
             return _last_answer(AIMessage(content=visible_text(response), id=response.id), cut)
         calls = getattr(response, "tool_calls", None) or []
-        if calls and rounds >= max_tool_rounds:
+        spent = output_tokens([*turn, response])
+        over_budget = max_output_tokens is not None and spent >= max_output_tokens
+        if calls and (rounds >= max_tool_rounds or over_budget):
             # The model still answers after the last allowed round; only another round of
             # tools is refused. Its streamed text stays, so the message matches what was shown.
-            text = f"{visible_text(response)}\n\n{ROUND_LIMIT_TEXT}".lstrip()
+            limit = BUDGET_TEXT if rounds < max_tool_rounds else ROUND_LIMIT_TEXT
+            text = f"{visible_text(response)}\n\n{limit}".lstrip()
             return _last_answer(AIMessage(content=text), None)
         invocations: list[ToolInvocation] = [
             {"id": c["id"], "name": c["name"], "args": c["args"], "status": "pending"}
@@ -149,9 +156,9 @@ class CompiledGraphs:
     def __init__(self, *, limit: int = 32) -> None:
         self._limit = limit
         # Values keep the tools alive, so the ids in a key cannot be reused while it is cached.
-        self._graphs: OrderedDict[tuple[str, int, tuple[int, ...]], tuple[Any, AgentGraph]] = (
-            OrderedDict()
-        )
+        self._graphs: OrderedDict[
+            tuple[str, tuple[int, int | None], tuple[int, ...]], tuple[Any, AgentGraph]
+        ] = OrderedDict()
 
     def bound(
         self,
@@ -160,19 +167,26 @@ class CompiledGraphs:
         checkpointer: BaseCheckpointSaver[Any],
         *,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        max_output_tokens: int | None = None,
         model_options: Mapping[str, Any] | None = None,
     ) -> AgentGraph:
         """The graph for `model_spec` (its model made with `model_options`: a key, an
         endpoint) and `tools`, bound to `checkpointer`."""
         key = (
             json.dumps([model_spec, model_options or {}], sort_keys=True, default=str),
-            max_tool_rounds,
+            (max_tool_rounds, max_output_tokens),
             tuple(id(t) for t in tools),
         )
         cached = self._graphs.get(key)
         if cached is None:
             model = create_model_from_config(model_spec, model_options)
-            graph = build_agent_graph(model, tools, None, max_tool_rounds=max_tool_rounds)
+            graph = build_agent_graph(
+                model,
+                tools,
+                None,
+                max_tool_rounds=max_tool_rounds,
+                max_output_tokens=max_output_tokens,
+            )
             cached = (list(tools), graph)
             self._graphs[key] = cached
             if len(self._graphs) > self._limit:
@@ -180,6 +194,15 @@ class CompiledGraphs:
         else:
             self._graphs.move_to_end(key)
         return cached[1].copy(update={"checkpointer": checkpointer})
+
+
+def output_tokens(messages: Sequence[BaseMessage]) -> int:
+    """What the model calls among `messages` wrote, as their providers counted it."""
+    return sum(
+        m.usage_metadata["output_tokens"]
+        for m in messages
+        if isinstance(m, AIMessage) and m.usage_metadata
+    )
 
 
 def _last_answer(message: AIMessage, cut: CutShort | None) -> dict[str, Any]:

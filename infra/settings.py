@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     max_content_chars: int = Field(default=16_000, gt=0)
     max_body_bytes: int = Field(default=64_000, gt=0)
     max_tool_rounds: int = Field(default=8, gt=0)
+    # Output tokens a turn's model calls may write before no further round of tools runs
+    # (unset: no budget beyond the rounds).
+    max_turn_output_tokens: int | None = Field(default=None, gt=0)
     draft_interval_ms: int = Field(default=250, ge=0)
     draft_max_bytes: int = Field(default=2048, gt=0)
     db_pool_max_size: int = Field(default=10, gt=0)

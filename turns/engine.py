@@ -101,6 +101,7 @@ def _graph(
         tools,
         saver,
         max_tool_rounds=settings.max_tool_rounds,
+        max_output_tokens=settings.max_turn_output_tokens,
         model_options=settings.model_options(str(turn.model_spec.get("model", ""))),
     )
 

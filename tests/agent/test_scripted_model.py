@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agent.graph import (
     AGENT_NODE,
+    BUDGET_TEXT,
     ROUND_LIMIT_TEXT,
     TOOLS_NODE,
     AgentGraph,
@@ -473,3 +474,24 @@ def test_snapshot_joins_text_blocks_and_skips_other_content() -> None:
         "status": "completed",
     }
     assert render_agent_snapshot(state).text == "Hello world"
+
+
+async def test_a_turn_that_spent_its_output_budget_runs_no_further_tools() -> None:
+    # GIVEN a budget of 10 output tokens a turn (the scripted model counts words)
+    graph = build_agent_graph(
+        ScriptedChatModel(token_delay_ms=0),
+        demo_tools(),
+        InMemorySaver(),
+        interrupt_before_tools=False,
+        max_output_tokens=10,
+    )
+    config = new_thread()
+
+    # WHEN the answer would need a second round of tools after a first that fit
+    state = await run_turn(graph, config, "/calc 1+1\n/then\n/calc 2+2")
+
+    # THEN the first round ran, the second was refused, and the reply says why
+    answers = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert [m.content for m in answers] == ["2"]
+    assert last_ai(state).tool_calls == []
+    assert str(last_ai(state).content).endswith(BUDGET_TEXT)

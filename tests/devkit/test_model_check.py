@@ -18,10 +18,13 @@ from tests.dev_server import HANDOFF
         (":gpt-4o-mini", "MODEL must be 'scripted' or 'provider:model'"),
         # A provider the project has no extra for, whose package is not installed.
         ("mistralai:mistral-small", "langchain-mistralai"),
+        # A provider whose key is set nowhere.
+        ("openai:gpt-4o-mini", "OPENAI_API_KEY"),
     ],
 )
 def test_handoff_dev_refuses_a_model_it_cannot_use(model: str, says: str) -> None:
     env = {**os.environ, "MODEL": model, "DATABASE_URL": "postgresql://unused@127.0.0.1:1/x"}
+    env.pop("OPENAI_API_KEY", None)
     done = subprocess.run(  # noqa: S603 - the project's own command
         [HANDOFF, "dev", "--port", "0"], env=env, capture_output=True, text=True, timeout=60
     )

@@ -16,7 +16,15 @@ import pytest
 from agent.errors import USER_TEXT
 from agent.snapshot import CUT_SHORT_TEXT
 from tests.fake_providers import FakeProviders, serve_fake_providers
-from tests.fake_providers.script import CleanEof, RateLimited, Reply, ToolCall
+from tests.fake_providers.script import (
+    CleanEof,
+    CutStream,
+    Fault,
+    RateLimited,
+    Reply,
+    ServerError,
+    ToolCall,
+)
 from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
 
 MODELS = ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"]
@@ -151,3 +159,25 @@ async def test_a_provider_that_stays_busy_gets_its_own_code_and_words(
 
 def provider_of(model: str) -> Literal["openai", "anthropic"]:
     return "openai" if model.startswith("openai:") else "anthropic"
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(
+    ("fault", "requests"),
+    # The SDKs retry a 5xx twice; a stream that broke off after text came, never.
+    [(ServerError(), 3), (CutStream(after=1), 1)],
+    ids=["5xx through every retry", "connection dropped mid-stream"],
+)
+async def test_a_provider_that_cannot_answer_is_said_so_in_plain_words(
+    database_url: str, model: str, fault: Fault, requests: int
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with stack_on(database_url, model) as (stack, fake):
+        fake.script(*[Reply(text=["The ", "answer"], fault=fault) for _ in range(requests)])
+        events = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "?"})
+        # AND the chat is free again for the next message
+        fake.script(Reply(text=["Here ", "now."]))
+        again = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "?"})
+    message = USER_TEXT["model_unavailable"]
+    assert events[-1] == ("error", {"code": "model_unavailable", "message": message})
+    assert again[-1][0] == "done"
