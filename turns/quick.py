@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.tools import BaseTool
+from langgraph.types import StateSnapshot
 
 from agent.errors import classify
 from agent.graph import TOOLS_NODE, state_values
@@ -87,34 +88,9 @@ async def _stream_and_store(
     state = await run.state()
     snapshot = render_agent_snapshot(state_values(state))
     handing_off = TOOLS_NODE in state.next
-    payload: dict[str, Any] = {}  # the job's, once it hands off
     try:
         async with pool.connection() as conn, conn.transaction():
-            marks = await store_run(conn, run, turn, opened=True)
-            metadata: MessageMetadata = {
-                **reply_metadata(turn),
-                **marks,
-                "snapshot": snapshot.to_metadata(),
-                "usage": dict(turn_usage(state_values(state))),
-            }
-            status: ReplyStatus = "queued" if handing_off else "completed"
-            await _insert_reply(conn, turn, snapshot.text, status, metadata, handing_off)
-            # The job's transition comes last and is the fence: it changes nothing when the
-            # turn lost the chat's slot, and then all of this rolls back. A cancel that came
-            # first has committed by then (the update waits for its row lock).
-            if handing_off:
-                payload = turn.paused_at(marks.get("checkpointId")).to_data()
-                held = await jobs.hand_off(
-                    conn,
-                    job_key=turn.job_key,
-                    run_id=turn.run_id,
-                    root_message_id=turn.reply_id,
-                    payload=payload,
-                )
-            else:
-                held = await jobs.complete_quick(conn, turn.job_key, turn.run_id)
-            if not held:
-                raise _SlotLost
+            payload = await _store(conn, turn, run, state, handing_off)
     except _SlotLost:
         # Canceled, or another message took over: the user keeps what they saw, the thread
         # gets nothing of this turn.
@@ -135,6 +111,41 @@ async def _stream_and_store(
     except Exception:
         logger.exception("handoff event not sent; left in the outbox", extra=turn.log)
     return True
+
+
+async def _store(
+    conn: Conn, turn: Turn, run: Run, state: StateSnapshot, handing_off: bool
+) -> dict[str, Any]:
+    """The turn's checkpoints, reply and job transition in `conn`'s transaction; the job's
+    payload when it hands off. _SlotLost when the turn no longer holds its chat's slot."""
+    snapshot = render_agent_snapshot(state_values(state))
+    marks = await store_run(conn, run, turn, opened=True)
+    metadata: MessageMetadata = {
+        **reply_metadata(turn),
+        **marks,
+        "snapshot": snapshot.to_metadata(),
+        "usage": dict(turn_usage(state_values(state))),
+    }
+    status: ReplyStatus = "queued" if handing_off else "completed"
+    await _insert_reply(conn, turn, snapshot.text, status, metadata, handing_off)
+    # The job's transition comes last and is the fence: it changes nothing when the turn lost
+    # the chat's slot, and then all of this rolls back. A cancel that came first has committed
+    # by then (the update waits for its row lock).
+    payload: dict[str, Any] = {}
+    if handing_off:
+        payload = turn.paused_at(marks.get("checkpointId")).to_data()
+        held = await jobs.hand_off(
+            conn,
+            job_key=turn.job_key,
+            run_id=turn.run_id,
+            root_message_id=turn.reply_id,
+            payload=payload,
+        )
+    else:
+        held = await jobs.complete_quick(conn, turn.job_key, turn.run_id)
+    if not held:
+        raise _SlotLost
+    return payload
 
 
 async def _insert_reply(

@@ -85,6 +85,24 @@ def task_env(bare_python: Path, **extra: str) -> dict[str, str]:
     }
 
 
+def run_in_task(
+    task: Path, bare_python: Path, script: str, stdin: str = ""
+) -> subprocess.CompletedProcess[str]:
+    """`script` run by a bare interpreter in an unzipped artefact, as Lambda's runtime would."""
+    result = subprocess.run(  # noqa: S603 - our own interpreter and a literal program
+        [str(bare_python / "python"), "-c", script],
+        cwd=task,
+        env=task_env(bare_python, PYTHONPATH=str(task)),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result
+
+
 @pytest.fixture
 def respond_server(tasks: dict[str, Path], bare_python: Path) -> Iterator[str]:
     port = free_port()
@@ -152,17 +170,7 @@ def test_the_inngest_handler_answers_an_http_api_event(
         "from functions.lambda_inngest import handler\n"
         "print(json.dumps(handler(json.loads(sys.stdin.read()), None)))\n"
     )
-    result = subprocess.run(  # noqa: S603
-        [str(bare_python / "python"), "-c", script],
-        cwd=tasks["inngest"],
-        env=task_env(bare_python, PYTHONPATH=str(tasks["inngest"])),
-        input=json.dumps(event),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_in_task(tasks["inngest"], bare_python, script, stdin=json.dumps(event))
     response = json.loads(result.stdout.strip().splitlines()[-1])
     assert response["statusCode"] < 500, response
 
@@ -178,14 +186,5 @@ def test_an_artefact_built_with_a_providers_extra_can_make_its_model(
         "check_model('openai:gpt-4o-mini', {'api_key': 'sk-test'})\n"
         "print('made')\n"
     )
-    result = subprocess.run(  # noqa: S603
-        [str(bare_python / "python"), "-c", script],
-        cwd=tasks[artefact],
-        env=task_env(bare_python, PYTHONPATH=str(tasks[artefact])),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_in_task(tasks[artefact], bare_python, script)
     assert result.stdout.strip() == "made"
