@@ -59,7 +59,9 @@ def classify(exc: BaseException) -> ModelFailure | None:
     """The failure `exc` is, or None when it is no provider's error (a bug of ours)."""
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
-        if any(cls.__name__ in NO_RESPONSE for cls in type(exc).__mro__):
+        # No status: no response, or an error event inside a stream (openai's bare APIError).
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if names & NO_RESPONSE or "APIError" in names:
             return ModelFailure("model_unavailable", None, None, None)
         return None
     headers = getattr(getattr(exc, "response", None), "headers", None) or {}

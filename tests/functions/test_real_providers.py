@@ -23,6 +23,7 @@ from tests.fake_providers.script import (
     RateLimited,
     Reply,
     ServerError,
+    StreamError,
     ToolCall,
 )
 from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
@@ -165,8 +166,8 @@ def provider_of(model: str) -> Literal["openai", "anthropic"]:
 @pytest.mark.parametrize(
     ("fault", "requests"),
     # The SDKs retry a 5xx twice; a stream that broke off after text came, never.
-    [(ServerError(), 3), (CutStream(after=1), 1)],
-    ids=["5xx through every retry", "connection dropped mid-stream"],
+    [(ServerError(), 3), (CutStream(after=1), 1), (StreamError(after=1), 1)],
+    ids=["5xx through every retry", "connection dropped mid-stream", "error event mid-stream"],
 )
 async def test_a_provider_that_cannot_answer_is_said_so_in_plain_words(
     database_url: str, model: str, fault: Fault, requests: int
