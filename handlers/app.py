@@ -28,9 +28,13 @@ def create_app(
     settings: Settings | None = None,
     *,
     tools: list[BaseTool] | None = None,
+    docs: bool = True,
+    unlimited_paths: frozenset[str] = frozenset(),
 ) -> FastAPI:
     """The user-facing app: everything the respond Lambda serves, and nothing that runs tools in
-    the background (its cold start pays for every import)."""
+    the background (its cold start pays for every import). `docs`: serve the OpenAPI schema and
+    its pages (development does; a deployed function has no use for them). `unlimited_paths`:
+    endpoints mounted beside ours whose bodies the public body limit must not cut."""
     settings = settings or Settings()
     check_model(settings.model, settings.model_options(settings.model))
     services = Services(settings)
@@ -47,7 +51,14 @@ def create_app(
             await hook()
         await services.close()
 
-    app = FastAPI(title="Handoff", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(
+        title="Handoff",
+        version="0.1.0",
+        lifespan=lifespan,
+        docs_url="/docs" if docs else None,
+        redoc_url="/redoc" if docs else None,
+        openapi_url="/openapi.json" if docs else None,
+    )
     client = create_inngest_client(settings)
     app.state.services = services
     app.state.authenticator = Authenticator(settings)
@@ -56,7 +67,7 @@ def create_app(
     app.state.turns = set()
     app.state.on_shutdown = []
     install_error_handlers(app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, exempt=unlimited_paths)
     # Our routes refuse query parameters they do not take (the Inngest endpoint, mounted on
     # this app in development, reads its own).
     strict = [Depends(known_query_only)]

@@ -56,7 +56,9 @@ class Authenticator:
         except (jwt.PyJWTError, ValueError, KeyError) as exc:
             logger.info("rejected token", extra={"reason": type(exc).__name__})
             raise InvalidToken from exc
-        if claims.get("role") != "authenticated":
+        # Postgres reads `sub` itself (auth.uid()): only the canonical form it can cast is a
+        # user, not the other spellings Python's UUID accepts (urn:uuid:…, braces, no dashes).
+        if claims.get("role") != "authenticated" or str(user_id) != claims["sub"]:
             raise InvalidToken
         return AuthUser(id=UserId(user_id), claims=claims)
 

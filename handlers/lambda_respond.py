@@ -9,4 +9,4 @@ from infra.logs import configure_logging
 from infra.secrets import load_settings
 
 configure_logging()
-app = create_app(load_settings())
+app = create_app(load_settings(), docs=False)

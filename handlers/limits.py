@@ -12,12 +12,13 @@ class BodySizeLimit:
     """413 for bodies over `max_bytes`: by Content-Length up front, or by counting as they
     arrive (chunked uploads); the app's error handlers render the JSON body."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, exempt: frozenset[str] = frozenset()) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.exempt = exempt  # paths with limits of their own
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope["path"] in self.exempt:
             await self.app(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length", b"")

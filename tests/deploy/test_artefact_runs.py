@@ -137,8 +137,10 @@ def test_run_sh_serves_healthz_for_the_web_adapter(respond_server: str) -> None:
                 raise
             time.sleep(0.2)
     assert response.status_code == 200
-    # The quick-path Lambda does not serve the Inngest endpoint: that is the other function's.
-    assert httpx.get(f"{respond_server}/api/inngest", timeout=2).status_code == 404
+    # The quick-path Lambda does not serve the Inngest endpoint (the other function's), nor the
+    # API's documentation (development's).
+    for path in ("/api/inngest", "/docs", "/redoc", "/openapi.json"):
+        assert httpx.get(f"{respond_server}{path}", timeout=2).status_code == 404, path
 
 
 def test_the_inngest_handler_answers_an_http_api_event(

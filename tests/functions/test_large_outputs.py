@@ -147,3 +147,25 @@ async def test_the_deployed_lifecycle_rule_expires_every_stored_output(s3: S3Cli
         if rule["Status"] == "Enabled" and key.startswith(rule.get("Filter", {}).get("Prefix", ""))
     ]
     assert [rule.get("Expiration", {}).get("Days") for rule in covering] == [30]
+
+
+async def test_tool_outputs_past_the_public_body_limit_reach_the_next_round(
+    database_url: str,
+) -> None:
+    # GIVEN two tools whose outputs add up to more than the public 64,000-byte body limit,
+    # which Inngest's calls to the endpoint then carry
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        events = await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": "/report 40\n/report 40"}
+        )
+        await stack.executor.wait_idle()
+        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+    # THEN the endpoint takes them, and the turn completes
+    assert run.status == "completed", run.error
+    [reply] = await fetch(
+        database_url,
+        "select status from message where id = %s",
+        events[-1][1]["assistantMessageId"],
+    )
+    assert reply["status"] == "completed"

@@ -64,6 +64,10 @@ def bearer(token: str) -> dict[str, str]:
             lambda u: {"Authorization": f"Basic {token_for(u)}"}, id="token-in-basic-scheme"
         ),
         pytest.param(lambda u: {"Authorization": "Bearer"}, id="empty-bearer"),
+        # Python reads these as the user's UUID; Postgres (auth.uid()) cannot.
+        pytest.param(lambda u: bearer(token_for(u, sub=f"urn:uuid:{u}")), id="sub-as-urn"),
+        pytest.param(lambda u: bearer(token_for(u, sub=u.hex)), id="sub-without-dashes"),
+        pytest.param(lambda u: bearer(token_for(u, sub=str(u).upper())), id="sub-upper-case"),
     ],
 )
 async def test_more_bad_tokens_get_401(database_url: str, make_headers: Any) -> None:
