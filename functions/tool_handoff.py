@@ -100,9 +100,10 @@ async def run_steps(
         plan = await ctx.step.run("model-round-opening", _step_body(job.rounds.open), last_attempt)
     round_no = 0
     while not plan["done"]:
+        calls, refused = job.within_limit(plan["pending"])
         # Calls that need the user's approval wait for it, one question at a time.
         decisions: dict[str, Decision] = {}
-        for call in plan["pending"]:
+        for call in calls:
             tool = job.tool(call["name"])
             if tool is not None and requires_approval(tool):
                 decided = await await_decision(ctx, job, call)
@@ -119,11 +120,13 @@ async def run_steps(
                 decisions.get(call["id"]),
                 last_attempt,
             )
-            for call in plan["pending"]
+            for call in calls
         )
-        results = await ctx.group.parallel(tuple(tool_steps))
+        results = list(await ctx.group.parallel(tuple(tool_steps)))
+        if refused:
+            results += await ctx.step.run(f"refuse-calls-{round_no}", job.refuse, refused)
         plan = await ctx.step.run(
-            f"model-round-{round_no}", _step_body(job.rounds.resume), list(results), last_attempt
+            f"model-round-{round_no}", _step_body(job.rounds.resume), results, last_attempt
         )
         round_no += 1
     if plan.get("stopped"):

@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     max_content_chars: int = Field(default=16_000, gt=0)
     max_body_bytes: int = Field(default=64_000, gt=0)
     max_tool_rounds: int = Field(default=8, gt=0)
+    # Tool calls of one round that run; the model is told the rest were not run (each call is
+    # an Inngest step, and a run has at most 1,000).
+    max_parallel_tool_calls: int = Field(default=16, gt=0)
     # Output tokens a turn's model calls may write before no further round of tools runs
     # (unset: no budget beyond the rounds).
     max_turn_output_tokens: int | None = Field(default=None, gt=0)

@@ -167,6 +167,30 @@ class HandoffJob:
             ) from exc
         return str(output.content if isinstance(output, ToolMessage) else output)
 
+    def within_limit(
+        self, calls: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The calls of a round that run, and those past MAX_PARALLEL_TOOL_CALLS that do not."""
+        limit = self.services.settings.max_parallel_tool_calls
+        return calls[:limit], calls[limit:]
+
+    async def refuse(self, calls: list[dict[str, Any]]) -> list[ToolResult]:
+        """An error result for each call past the round's limit, stored like any other."""
+        pool = await self.services.pool()
+        limit = self.services.settings.max_parallel_tool_calls
+        text = (
+            f"Error: this call was not run: at most {limit} tool calls run at once. Make the"
+            " calls that are still needed in a later step."
+        )
+        return [
+            await store_result(
+                pool,
+                self.turn.thread_id,
+                ToolResult(id=call["id"], name=call["name"], content=text, status="error"),
+            )
+            for call in calls
+        ]
+
     async def ask_approval(self, call: dict[str, Any], timeout_s: float) -> bool | None:
         """Put the call to the user. True: wait for them. False: decided already (a replay).
         None: the job is no longer this run's."""

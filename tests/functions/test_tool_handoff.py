@@ -273,3 +273,25 @@ async def test_each_reply_records_its_token_usage_and_each_job_its_figures(
     [job] = await fetch(database_url, "select metadata from job_runs where kind = 'handoff'")
     assert job["metadata"]["toolCalls"] == 2
     assert job["metadata"]["durationMs"] > 0
+
+
+async def test_calls_past_the_rounds_limit_are_answered_not_run(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, max_parallel_tool_calls=2) as stack:
+        # GIVEN a model that asks for three calls at once, with two allowed
+        content = "/calc 1+1\n/calc 2+2\n/calc 3+3"
+        await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": content})
+        await stack.executor.wait_idle()
+        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+    # THEN two ran as steps of their own, the third was answered in one step without running
+    assert run.status == "completed"
+    assert len([step for step in run.attempts if step.startswith("tool-")]) == 2
+    assert "refuse-calls-0" in run.attempts
+    answers = [(m.status, str(m.content)) for m in await tool_messages(database_url, chat_id)]
+    assert answers[:2] == [("success", "2"), ("success", "4")]
+    assert answers[2][0] == "error"
+    assert answers[2][1].startswith("Error: this call was not run: at most 2 tool calls")
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "completed"
+    progress = message["metadata"]["snapshot"]["progress"]
+    assert [p["status"] for p in progress] == ["completed", "completed", "error"]
