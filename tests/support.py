@@ -26,6 +26,7 @@ from starlette.types import ASGIApp
 from agent.threads import thread_config, thread_key
 from devkit.app import create_dev_app
 from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
+from devkit.local_inngest.runs import RunRecord
 from infra.db import connect
 from infra.settings import Settings
 
@@ -148,6 +149,11 @@ class Stack:
     executor: LocalInngest
     http: httpx.AsyncClient
     database_url: str
+
+    def handoff_run(self) -> RunRecord:
+        """The one `tool-handoff` run the executor made."""
+        [run] = [r for r in self.executor.runs() if r.function_id.endswith("tool-handoff")]
+        return run
 
     async def respond(self, token: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """POST /api/chat/respond and read the whole SSE stream."""

@@ -15,7 +15,13 @@ from langgraph.types import StateSnapshot
 
 from agent.errors import classify
 from agent.graph import TOOLS_NODE, state_values
-from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, INTERRUPTED, render_agent_snapshot
+from agent.snapshot import (
+    APOLOGY,
+    INCOMPATIBLE_VERSION,
+    INTERRUPTED,
+    AgentSnapshot,
+    render_agent_snapshot,
+)
 from agent.usage import turn_usage
 from infra.db import Conn
 from infra.events import EventSender, send_handoff
@@ -90,7 +96,7 @@ async def _stream_and_store(
     handing_off = TOOLS_NODE in state.next
     try:
         async with pool.connection() as conn, conn.transaction():
-            payload = await _store(conn, turn, run, state, handing_off)
+            payload = await _store(conn, turn, run, state, snapshot)
     except _SlotLost:
         # Canceled, or another message took over: the user keeps what they saw, the thread
         # gets nothing of this turn.
@@ -114,11 +120,11 @@ async def _stream_and_store(
 
 
 async def _store(
-    conn: Conn, turn: Turn, run: Run, state: StateSnapshot, handing_off: bool
+    conn: Conn, turn: Turn, run: Run, state: StateSnapshot, snapshot: AgentSnapshot
 ) -> dict[str, Any]:
     """The turn's checkpoints, reply and job transition in `conn`'s transaction; the job's
     payload when it hands off. _SlotLost when the turn no longer holds its chat's slot."""
-    snapshot = render_agent_snapshot(state_values(state))
+    handing_off = TOOLS_NODE in state.next
     marks = await store_run(conn, run, turn, opened=True)
     metadata: MessageMetadata = {
         **reply_metadata(turn),

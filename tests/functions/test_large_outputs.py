@@ -160,7 +160,7 @@ async def test_tool_outputs_past_the_public_body_limit_reach_the_next_round(
             token_for(user_id), {"chatId": str(chat_id), "content": "/report 40\n/report 40"}
         )
         await stack.executor.wait_idle()
-        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+        run = stack.handoff_run()
     # THEN the endpoint takes them, and the turn completes
     assert run.status == "completed", run.error
     [reply] = await fetch(

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import pytest
 
 from agent.errors import USER_TEXT
+from agent.graph import BUDGET_TEXT
 from agent.snapshot import CUT_SHORT_TEXT
 from tests.fake_providers import FakeProviders, serve_fake_providers
 from tests.fake_providers.script import (
@@ -25,6 +26,7 @@ from tests.fake_providers.script import (
     ServerError,
     StreamError,
     ToolCall,
+    Usage,
 )
 from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
 
@@ -33,7 +35,9 @@ Events = list[tuple[str, dict[str, Any]]]
 
 
 @asynccontextmanager
-async def stack_on(database_url: str, model: str) -> AsyncIterator[tuple[Stack, FakeProviders]]:
+async def stack_on(
+    database_url: str, model: str, **overrides: Any
+) -> AsyncIterator[tuple[Stack, FakeProviders]]:
     async with serve_fake_providers() as fake:
         settings: dict[str, Any] = {
             "model": model,
@@ -41,6 +45,7 @@ async def stack_on(database_url: str, model: str) -> AsyncIterator[tuple[Stack, 
             "openai_api_key": "test-key",
             "anthropic_base_url": fake.anthropic_base_url,
             "anthropic_api_key": "test-key",
+            **overrides,
         }
         async with running_stack(database_url, **settings) as stack:
             yield stack, fake
@@ -182,3 +187,24 @@ async def test_a_provider_that_cannot_answer_is_said_so_in_plain_words(
     message = USER_TEXT["model_unavailable"]
     assert events[-1] == ("error", {"code": "model_unavailable", "message": message})
     assert again[-1][0] == "done"
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_a_turn_past_its_output_budget_runs_no_more_tools(
+    database_url: str, model: str
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with stack_on(database_url, model, max_turn_output_tokens=40) as (stack, fake):
+        # GIVEN a model call that reports 50 output tokens and asks for a tool
+        fake.script(
+            Reply(
+                text=["Let me ", "check."],
+                tool_calls=[ToolCall("calc", {"input": "1+1"})],
+                usage=Usage(10, 50),
+            )
+        )
+        events = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "?"})
+    # THEN no tool runs and the reply says why, on the quick path
+    assert events[-1][0] == "done"
+    assert events[-1][1]["content"] == f"Let me check.\n\n{BUDGET_TEXT}"
+    assert len(fake.requests) == 1

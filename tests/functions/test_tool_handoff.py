@@ -58,7 +58,7 @@ async def test_a_call_the_tool_cannot_take_is_answered_to_the_model(
         )
         assert events[-1][0] == "handoff"
         await stack.executor.wait_idle()
-        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+        run = stack.handoff_run()
     # THEN the model reads why, once (no retry can mend the call), and answers
     assert run.status == "completed"
     assert [n for step, n in run.attempts.items() if step.startswith("tool-")] == [1]
@@ -88,7 +88,7 @@ async def test_a_tool_that_fails_every_retry_is_answered_to_the_model(database_u
     async with running_stack(database_url, tools=[*demo_tools(), broken]) as stack:
         await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "/broken x"})
         await stack.executor.wait_idle()
-        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+        run = stack.handoff_run()
     # THEN the step was retried to its limit, then the model was told, without internals
     assert run.status == "completed"
     [tool_attempts] = [n for step, n in run.attempts.items() if step.startswith("tool-")]
@@ -282,7 +282,7 @@ async def test_calls_past_the_rounds_limit_are_answered_not_run(database_url: st
         content = "/calc 1+1\n/calc 2+2\n/calc 3+3"
         await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": content})
         await stack.executor.wait_idle()
-        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+        run = stack.handoff_run()
     # THEN two ran as steps of their own, the third was answered in one step without running
     assert run.status == "completed"
     assert len([step for step in run.attempts if step.startswith("tool-")]) == 2

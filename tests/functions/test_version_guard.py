@@ -43,7 +43,7 @@ async def test_a_checkpoint_from_a_newer_version_fails_once_with_a_clear_message
 ) -> None:
     async with running_stack(database_url, outbox_grace_s=0) as stack:
         await hand_off_with_checkpoints_of(stack, database_url, SCHEMA_VERSION + 1)
-        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+        run = stack.handoff_run()
 
     # No retries: another attempt would read the same checkpoint.
     assert run.status == "failed"

@@ -49,7 +49,7 @@ async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
         assert message["status"] == "canceled"
         assert message["content"] == shown
         await stack.executor.wait_idle()
-        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+        run = stack.handoff_run()
 
     # AND the run stopped before any model round: no answer was streamed or stored after it
     assert not any(name.startswith("model-round") for name in run.attempts)

@@ -116,7 +116,7 @@ async def test_interrupt_stops_a_background_job_and_answers_its_open_calls(
         # WHEN the user sends another message with `interrupt`
         reply = await send(stack, token, chat_id, "never mind", "interrupt")
         await stack.executor.wait_idle()
-        [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+        run = stack.handoff_run()
     # THEN the new message is answered, the background job stopped before its next round
     assert ending(reply) == "done:completed"
     assert run.status == "cancelled"

@@ -247,7 +247,7 @@ async def _two_round_turn(
 
 
 def _steps(stack: Stack) -> list[str]:
-    [run] = [r for r in stack.executor.runs() if r.function_id.endswith("tool-handoff")]
+    run = stack.handoff_run()
     return list(run.attempts)
 
 
