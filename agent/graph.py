@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
@@ -205,6 +205,12 @@ def output_tokens(messages: Sequence[BaseMessage]) -> int:
     )
 
 
+def out_of_time(shown: str) -> dict[str, Any]:
+    """The agent node's update when its time ran out mid-answer: what was shown is the answer,
+    marked as cut short, and no tool it may have been about to call runs."""
+    return _last_answer(AIMessage(content=shown), "time")
+
+
 def _last_answer(message: AIMessage, cut: CutShort | None) -> dict[str, Any]:
     """The agent node's update for an answer that calls no tool, whatever the model asked."""
     return {
@@ -247,7 +253,7 @@ def state_values(state: StateSnapshot) -> AgentState:
 
 async def stream_agent_text(
     graph: AgentGraph, graph_input: AgentState | None, config: RunnableConfig
-) -> AsyncIterator[str]:
+) -> AsyncGenerator[str]:
     """Run the graph (to its next pause or the end) and yield the model's text as it streams."""
     async for chunk, meta in graph.astream(graph_input, config, stream_mode="messages"):
         if (

@@ -20,7 +20,13 @@ CUT_SHORT_TEXT: dict[CutShort, str] = {
     " again.)",
     "length": "(This answer was cut short: it reached the length limit.)",
     "content_filter": "(This answer was stopped by the model provider's content filter.)",
+    "time": "(This answer was interrupted: it took longer than one answer may take. Please ask"
+    " again, perhaps for less at once.)",
 }
+# Said after what a reply had shown when the server streaming it stopped (turns/start.py).
+STOPPED_TEXT = (
+    "(This answer was interrupted: the server writing it stopped. Please send your message again.)"
+)
 INCOMPATIBLE_VERSION = (
     "Sorry, this conversation was saved by a different version of the assistant and cannot be"
     " continued. Please start a new chat."

@@ -18,8 +18,8 @@ OLDEST_READABLE_SCHEMA_VERSION = 1
 AgentStatus = Literal["streaming", "needs_tool_handoff", "running_tools", "completed"]
 ToolStatus = Literal["pending", "completed", "error"]
 # Why an answer ended before the model finished it: the stream ended with no stop reason, the
-# output limit, or the provider's content filter.
-CutShort = Literal["incomplete", "length", "content_filter"]
+# output limit, the provider's content filter, or the time one answer may stream (`time`).
+CutShort = Literal["incomplete", "length", "content_filter", "time"]
 
 
 class ToolInvocation(TypedDict):

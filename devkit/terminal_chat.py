@@ -190,8 +190,10 @@ async def follow(
     message_id: str,
     screen: Screen,
     ask: Ask | None,
+    shown: str = "",
 ) -> dict[str, Any]:
-    """Show the background job's progress until its message ends; the final row."""
+    """Show the background job's progress until its message ends; the final row. Drafts no
+    longer than the `shown` text are the quick path's, already on the screen."""
     seq, progress, asked = 0, "", set()
     screen.line("")  # the streamed text ends its line; progress goes under it
     screen.set_status("continuing in the background")
@@ -199,7 +201,7 @@ async def follow(
         change = await changes.get()
         row = change["new"]
         if change["table"] == "message_draft" and str(row["message_id"]) == message_id:
-            if row["seq"] > seq:
+            if row["seq"] > seq and len(row["draft_content"]) > len(shown):
                 seq = row["seq"]
                 screen.set_status(f"writing ({len(row['draft_content'])} characters so far)")
             continue
@@ -248,7 +250,7 @@ async def chat(
                     screen.line("")
                     return 0
                 try:
-                    final = await follow(session, changes, handed_off, screen, ask)
+                    final = await follow(session, changes, handed_off, screen, ask, shown)
                 except asyncio.CancelledError:
                     # Ctrl-C: the background job stops too, not only this terminal.
                     await asyncio.shield(session.post(f"/api/chat/{session.chat_id}/cancel", {}))

@@ -97,7 +97,9 @@ async def run_steps(
     # A step's last attempt ends the job with the failure's plain words instead of raising.
     last_attempt = ctx.attempt >= RETRIES
     if plan.get("opening"):
-        plan = await ctx.step.run("model-round-opening", _step_body(job.rounds.open), last_attempt)
+        plan = await ctx.step.run(
+            "model-round-opening", _step_body(job.rounds.open), ctx.attempt, last_attempt
+        )
     round_no = 0
     while not plan["done"]:
         calls, refused = job.within_limit(plan["pending"])
@@ -126,7 +128,11 @@ async def run_steps(
         if refused:
             results += await ctx.step.run(f"refuse-calls-{round_no}", job.refuse, refused)
         plan = await ctx.step.run(
-            f"model-round-{round_no}", _step_body(job.rounds.resume), results, last_attempt
+            f"model-round-{round_no}",
+            _step_body(job.rounds.resume),
+            results,
+            ctx.attempt,
+            last_attempt,
         )
         round_no += 1
     if plan.get("stopped"):

@@ -64,7 +64,7 @@ async def cancel(
         return CancelResponse(canceled=False)
     events = request.app.state.events
     # A turn still on its quick path has no run to stop: it finds its slot gone and stops.
-    if canceled.message_id is not None:
+    if canceled.message_id is not None and not canceled.quick:
         await send_cancel(
             events, chat_id=chat_id, assistant_id=assistant_id, message_id=canceled.message_id
         )

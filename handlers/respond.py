@@ -116,13 +116,14 @@ async def respond(
         _drop(run)
         return _queued_response(turn)
     state = request.app.state
-    if slot.interrupted is not None and slot.interrupted.message_id is not None:
+    stopped = slot.interrupted
+    if stopped is not None and stopped.message_id is not None and not stopped.quick:
         # Not awaited: the new turn's first token does not wait for the old run's stop.
         stop = send_cancel(
             state.events,
             chat_id=turn.chat_id,
             assistant_id=turn.assistant_id,
-            message_id=slot.interrupted.message_id,
+            message_id=stopped.message_id,
         )
         _keep(state.turns, asyncio.create_task(stop))
     return _relay(

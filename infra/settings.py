@@ -49,9 +49,16 @@ class Settings(BaseSettings):
     draft_interval_ms: int = Field(default=250, ge=0)
     draft_max_bytes: int = Field(default=2048, gt=0)
     db_pool_max_size: int = Field(default=10, gt=0)
-    # A turn whose quick path has held its chat's slot this long is taken for dead (its process
-    # stopped mid-stream), so the chat is not blocked for good.
-    turn_lease_s: float = Field(default=300.0, gt=0)
+    # A quick path renews its chat's slot every third of this while it streams; one silent this
+    # long is taken for dead (its process stopped mid-stream): its reply ends interrupted and
+    # the chat is free again.
+    turn_lease_s: float = Field(default=30.0, gt=0)
+    # How long a quick path may stream an answer, counted from its request, and how long one
+    # background model round may stream. Past it the answer so far is the answer, marked as
+    # interrupted. Each stays below its Lambda's timeout (serverless.yml: 120 s and 300 s), so
+    # the answer is stored instead of the process being killed mid-write.
+    quick_budget_s: float = Field(default=100.0, gt=0)
+    round_budget_s: float = Field(default=240.0, gt=0)
     # A job whose run showed no progress for this long may be taken over by a replay.
     job_lease_s: float = Field(default=900.0, gt=0)
     # A tool call that needs approval waits this long for the user's answer (Inngest counts

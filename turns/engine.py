@@ -10,6 +10,7 @@ as it was.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -23,8 +24,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import StateSnapshot
 
 from agent.graph import (
+    AGENT_NODE,
     AgentGraph,
     CompiledGraphs,
+    out_of_time,
     state_values,
     stream_agent_text,
     unanswered_calls_closed,
@@ -64,9 +67,29 @@ class Run:
     async def state(self) -> StateSnapshot:
         return await self.graph.aget_state(self.config)
 
-    def text(self, graph_input: AgentState | None) -> AsyncIterator[str]:
-        """Run to the next tool boundary or the end, yielding the model's text as it streams."""
-        return stream_agent_text(self.graph, graph_input, self.config)
+    async def text(self, graph_input: AgentState | None, deadline: float) -> AsyncIterator[str]:
+        """Run to the next tool boundary or the end, yielding the model's text as it streams.
+
+        Should the answer still stream at `deadline` (the event loop's clock), it stops there:
+        what was shown becomes the answer, marked as cut short for time, and the run ends
+        cleanly instead of being killed by the platform mid-write and run again.
+        """
+        stream = stream_agent_text(self.graph, graph_input, self.config)
+        shown: list[str] = []
+        try:
+            while True:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        text = await anext(stream)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError:
+                    break
+                shown.append(text)
+                yield text
+        finally:
+            await stream.aclose()
+        await self.graph.aupdate_state(self.config, out_of_time("".join(shown)), as_node=AGENT_NODE)
 
 
 async def load_run(pool: Pool, turn: Turn, tools: Sequence[BaseTool], settings: Settings) -> Run:

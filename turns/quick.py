@@ -6,6 +6,7 @@ persisted and handed off; the response only relays what this emits.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -23,12 +24,13 @@ from agent.snapshot import (
     render_agent_snapshot,
 )
 from agent.usage import turn_usage
-from infra.db import Conn
+from infra.db import Conn, Pool
 from infra.events import EventSender, send_handoff
 from infra.runtime import Services
 from infra.store import jobs, messages, outbox
-from infra.store.messages import MessageMetadata, ReplyStatus
-from turns.engine import IncompatibleCheckpoint, Run, load_run, opening, reply_metadata, store_run
+from infra.store.drafts import DraftWriter, delete_draft
+from infra.store.messages import MessageMetadata
+from turns.engine import IncompatibleCheckpoint, Run, load_run, opening, store_run
 from turns.start import send_queued_turns
 from turns.turn import Turn
 
@@ -55,11 +57,14 @@ async def run_turn(
 ) -> None:
     """Stream the turn through `emit`. `run` may already be loading (the route starts it while
     it stores the user's message); without it, the turn loads it first."""
+    deadline = asyncio.get_running_loop().time() + services.settings.quick_budget_s
     await emit("metadata", turn.stream_metadata())
+    pool = await services.pool()
+    lease = asyncio.create_task(_renew_lease(pool, turn, services.settings.turn_lease_s / 3))
     try:
         if run is None:
-            run = load_run(await services.pool(), turn, tools, services.settings)
-        if await _stream_and_store(turn, services, events, emit, await run):
+            run = load_run(pool, turn, tools, services.settings)
+        if await _stream_and_store(turn, services, events, emit, await run, deadline):
             return  # handed off: the job goes on in the background
     except Interrupted:
         await emit("error", {"code": "interrupted", "message": INTERRUPTED})
@@ -77,23 +82,53 @@ async def run_turn(
             logger.warning("model call failed", extra={**turn.log, **failure.log()})
             await _record_failure(turn, services, failure.user_text, failure.kind)
             await emit("error", {"code": failure.kind, "message": failure.user_text})
+    finally:
+        lease.cancel()
     # The turn's job ended: a message that waited behind it now holds the slot.
-    await send_queued_turns(await services.pool(), events, turn.chat_id, turn.assistant_id)
+    await send_queued_turns(pool, events, turn.chat_id, turn.assistant_id)
+
+
+async def _renew_lease(pool: Pool, turn: Turn, every_s: float) -> None:
+    """Keep the turn's slot while it streams: a slot not renewed for the lease is taken for
+    dead (turns/start.py). Ends once the turn no longer holds the slot."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            async with pool.connection() as conn:
+                if not await jobs.hold(conn, turn.job_key, turn.run_id):
+                    return
+        except Exception:
+            logger.warning("could not renew the turn's lease", extra=turn.log, exc_info=True)
 
 
 async def _stream_and_store(
-    turn: Turn, services: Services, events: EventSender, emit: Emit, run: Run
+    turn: Turn, services: Services, events: EventSender, emit: Emit, run: Run, deadline: float
 ) -> bool:
     """True when the turn handed off to the background."""
     pool = await services.pool()
+    settings = services.settings
     graph_input = await opening(run, turn)
-    streamed: list[str] = []
-    async for text in run.text(graph_input):
-        streamed.append(text)
+    # Another tab, a reload and Realtime subscribers see the text as it streams.
+    draft = DraftWriter(
+        pool,
+        message_id=turn.reply_id,
+        chat_id=turn.chat_id,
+        interval=settings.draft_interval_ms / 1000,
+        max_bytes=settings.draft_max_bytes,
+        best_effort=True,
+    )
+    async for text in run.text(graph_input, deadline):
         await emit("token", {"text": text})
+        await draft.append(text)
     state = await run.state()
     snapshot = render_agent_snapshot(state_values(state))
+    if snapshot.cut_short == "time":
+        logger.warning("quick path stopped at its time budget", extra=turn.log)
     handing_off = TOOLS_NODE in state.next
+    if handing_off:
+        await draft.flush()  # shown, not cut, while the tools run
+    else:
+        draft.discard()  # the content is final next
     try:
         async with pool.connection() as conn, conn.transaction():
             payload = await _store(conn, turn, run, state, snapshot)
@@ -101,7 +136,7 @@ async def _stream_and_store(
         # Canceled, or another message took over: the user keeps what they saw, the thread
         # gets nothing of this turn.
         async with pool.connection() as conn:
-            await _insert_reply(conn, turn, "".join(streamed), "canceled", reply_metadata(turn))
+            await messages.keep_shown(conn, turn.reply_id, draft.text)
         raise Interrupted from None
     if not handing_off:
         done = {"assistantMessageId": str(turn.reply_id), "status": "completed"}
@@ -127,13 +162,18 @@ async def _store(
     handing_off = TOOLS_NODE in state.next
     marks = await store_run(conn, run, turn, opened=True)
     metadata: MessageMetadata = {
-        **reply_metadata(turn),
         **marks,
         "snapshot": snapshot.to_metadata(),
         "usage": dict(turn_usage(state_values(state))),
     }
-    status: ReplyStatus = "queued" if handing_off else "completed"
-    await _insert_reply(conn, turn, snapshot.text, status, metadata, handing_off)
+    await messages.settle(
+        conn,
+        turn.reply_id,
+        content=snapshot.text,
+        status="queued" if handing_off else "completed",
+        metadata=metadata,
+        handoff_event_id=turn.job_key if handing_off else None,
+    )
     # The job's transition comes last and is the fence: it changes nothing when the turn lost
     # the chat's slot, and then all of this rolls back. A cancel that came first has committed
     # by then (the update waits for its row lock).
@@ -149,40 +189,17 @@ async def _store(
         )
     else:
         held = await jobs.complete_quick(conn, turn.job_key, turn.run_id)
+        # Ended: the content is final, and the draft goes as when a background job finishes.
+        await delete_draft(conn, turn.reply_id)
     if not held:
         raise _SlotLost
     return payload
 
 
-async def _insert_reply(
-    conn: Conn,
-    turn: Turn,
-    text: str,
-    status: ReplyStatus,
-    metadata: MessageMetadata,
-    handing_off: bool = False,
-) -> None:
-    assert turn.user_message_id is not None
-    await messages.insert_reply(
-        conn,
-        message_id=turn.reply_id,
-        chat_id=turn.chat_id,
-        assistant_id=turn.assistant_id,
-        content=text,
-        status=status,
-        parent_id=turn.user_message_id,
-        metadata=metadata,
-        handoff_event_id=turn.job_key if handing_off else None,
-    )
-
-
 async def _record_failure(turn: Turn, services: Services, text: str, code: str) -> None:
-    """The user's message stays; a reply in `error` says the turn failed, in plain words, and
-    the chat's slot is free again. The job keeps only the code."""
+    """The user's message stays; its reply, in `error`, says the turn failed in plain words,
+    and the chat's slot is free again. The job keeps only the code."""
     try:
-        pool = await services.pool()
-        async with pool.connection() as conn, conn.transaction():
-            await _insert_reply(conn, turn, text, "error", reply_metadata(turn))
-        await jobs.fail(pool, job_key=turn.job_key, user_text=text, error=code)
+        await jobs.fail(await services.pool(), job_key=turn.job_key, user_text=text, error=code)
     except Exception:
         logger.exception("could not record the failed turn", extra=turn.log)

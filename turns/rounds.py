@@ -7,6 +7,7 @@ canceled half-way leaves the thread as it was, not with an answer the user never
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
@@ -58,14 +59,18 @@ class Rounds:
     job_key: str
     run_id: str
 
-    async def open(self, last_attempt: bool = False) -> Plan:
+    async def open(self, attempt: int = 0, last_attempt: bool = False) -> Plan:
         """The first round of an enqueued message's turn, from the latest checkpoint."""
+        await self._count_rerun(attempt)
         run = await self._load()
         await self._stream(run, await opening(run, self.turn), "", last_attempt)
         return await self._store(run, opened=True)
 
-    async def resume(self, results: list[ToolResult], last_attempt: bool = False) -> Plan:
+    async def resume(
+        self, results: list[ToolResult], attempt: int = 0, last_attempt: bool = False
+    ) -> Plan:
         """Apply the tool results, then run the model to its next tool boundary or the end."""
+        await self._count_rerun(attempt)
         run = await self._load()
         state = await run.state()
         answered = {m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)}
@@ -82,6 +87,14 @@ class Rounds:
             prefix = before + PARAGRAPH_BREAK if before else ""
             await self._stream(run, None, prefix, last_attempt)
         return await self._store(run, opened=False)
+
+    async def _count_rerun(self, attempt: int) -> None:
+        """A round run again (its step failed, or its result was lost) may pay for its model
+        calls again: never silently."""
+        if attempt == 0:
+            return
+        logger.warning("model round run again", extra={**self.log, "attempt": attempt})
+        await jobs.count_rerun(await self.services.pool(), self.job_key)
 
     async def _load(self) -> Run:
         pool = await self.services.pool()
@@ -139,10 +152,13 @@ class Rounds:
             max_bytes=settings.draft_max_bytes,
         )
         await writer.start()
-        async for text in run.text(graph_input):
+        deadline = asyncio.get_running_loop().time() + settings.round_budget_s
+        async for text in run.text(graph_input, deadline):
             await writer.append(text)
         await writer.flush()
         logger.info("model round streamed", extra={**self.log, "draft_writes": writer.writes})
+        if state_values(await run.state()).get("cut_short") == "time":
+            logger.warning("model round stopped at its time budget", extra=self.log)
 
 
 async def _apply(run: Run, state: StateSnapshot, results: list[ToolResult]) -> None:

@@ -6,8 +6,8 @@ in the background (infra/store/jobs.py). Two messages sent together are therefor
 database. The second one, by its strategy:
 
 - `reject`: 409, and its message is not stored;
-- `interrupt`: the active job is canceled (its message keeps what the user saw) and the new turn
-  takes the slot; a quick path that loses its slot this way stores nothing of its turn;
+- `interrupt`: the active job is canceled (its reply keeps what the user saw) and the new turn
+  takes the slot; a quick path that loses its slot this way stores nothing in the thread;
 - `enqueue`: the turn waits behind the active job (`waiting`), with a `queued` reply; when that
   job ends, the database hands the slot to the oldest waiting turn and the background runs it
   whole.
@@ -19,13 +19,15 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from infra.db import Pool
+from agent.snapshot import STOPPED_TEXT
+from infra.db import Conn, Pool
 from infra.events import EventSender, send_handoff
 from infra.store import jobs, messages, outbox
 from infra.store.access import act_as_service, act_as_user
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId
 from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
+from infra.store.messages import ReplyStatus
 from turns.engine import reply_metadata
 from turns.turn import Turn
 
@@ -45,11 +47,13 @@ async def start_turn(
 ) -> Slot:
     """Store the user's message and take the chat's slot, or wait for it, as `strategy` says.
 
-    The common case costs one statement more than storing the message: the slot is free.
+    A turn that takes the slot also gets its reply, `streaming`, which the quick path's draft
+    fills and which the quick path, its lease's expiry or a cancel ends. The common case costs
+    two statements more than storing the message: the slot is free.
     """
     assert turn.user_message_id is not None
     assert turn.content is not None
-    request = SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id)
+    request = SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id, turn.reply_id)
     async with pool.connection() as conn, conn.transaction():
         took = await jobs.take_slot(conn, request)
         # The user's part, under RLS: unless the chat is theirs, all of this rolls back.
@@ -63,37 +67,55 @@ async def start_turn(
         )
         if not stored:
             raise ChatNotFound(turn.chat_id)
-        if took:
-            return Slot(queued=False)
-        # The Data API roles cannot write jobs: the rest is the service's.
-        await act_as_service(conn)
-        expired = await jobs.expire_dead_quick(
-            conn, lease_s=lease_s, chat_id=turn.chat_id, assistant_id=turn.assistant_id
-        )
-        if expired and await jobs.take_slot(conn, request):
-            return Slot(queued=False)
-        if strategy == "enqueue":
-            await messages.insert_reply(
-                conn,
-                message_id=turn.reply_id,
-                chat_id=turn.chat_id,
-                assistant_id=turn.assistant_id,
-                content="",
-                status="queued",
-                parent_id=turn.user_message_id,
-                metadata=reply_metadata(turn),
-                handoff_event_id=turn.job_key,
-            )
+        slot = Slot(queued=False)
+        if not took:
+            slot = await _contend(conn, turn, request, strategy, lease_s)
+        await _insert_reply(conn, turn, "queued" if slot.queued else "streaming")
+        if slot.queued:
             payload = turn.waiting().to_data()
             await jobs.wait_for_slot(conn, request, reply_id=turn.reply_id, payload=payload)
-            return Slot(queued=True)
-        if strategy == "interrupt":
-            # Another interrupting message may take the slot between the two statements.
-            for _ in range(3):
-                canceled = await jobs.cancel_in(conn, turn.chat_id, turn.assistant_id)
-                if await jobs.take_slot(conn, request):
-                    return Slot(queued=False, interrupted=canceled)
-        raise JobAlreadyActive(turn.chat_id)
+        return slot
+
+
+async def _contend(
+    conn: Conn, turn: Turn, request: SlotRequest, strategy: Strategy, lease_s: float
+) -> Slot:
+    """The slot is taken: free it if its quick path died, else act as `strategy` says."""
+    # The Data API roles cannot write jobs: the rest is the service's.
+    await act_as_service(conn)
+    expired = await jobs.expire_dead_quick(
+        conn,
+        lease_s=lease_s,
+        note=STOPPED_TEXT,
+        chat_id=turn.chat_id,
+        assistant_id=turn.assistant_id,
+    )
+    if expired and await jobs.take_slot(conn, request):
+        return Slot(queued=False)
+    if strategy == "enqueue":
+        return Slot(queued=True)
+    if strategy == "interrupt":
+        # Another interrupting message may take the slot between the two statements.
+        for _ in range(3):
+            canceled = await jobs.cancel_in(conn, turn.chat_id, turn.assistant_id)
+            if await jobs.take_slot(conn, request):
+                return Slot(queued=False, interrupted=canceled)
+    raise JobAlreadyActive(turn.chat_id)
+
+
+async def _insert_reply(conn: Conn, turn: Turn, status: ReplyStatus) -> None:
+    assert turn.user_message_id is not None
+    await messages.insert_reply(
+        conn,
+        message_id=turn.reply_id,
+        chat_id=turn.chat_id,
+        assistant_id=turn.assistant_id,
+        content="",
+        status=status,
+        parent_id=turn.user_message_id,
+        metadata=reply_metadata(turn),
+        handoff_event_id=turn.job_key if status == "queued" else None,
+    )
 
 
 async def send_queued_turns(
@@ -112,6 +134,7 @@ async def send_queued_turns(
 
 
 async def expire_dead_quick_turns(pool: Pool, *, lease_s: float) -> int:
-    """End the quick jobs whose process stopped mid-stream; a waiting turn takes each slot."""
+    """End the quick jobs whose process stopped mid-stream, each reply with what it showed and
+    a plain note that it was interrupted; a waiting turn takes each slot."""
     async with pool.connection() as conn:
-        return await jobs.expire_dead_quick(conn, lease_s=lease_s)
+        return await jobs.expire_dead_quick(conn, lease_s=lease_s, note=STOPPED_TEXT)

@@ -1,4 +1,4 @@
-"""Throttled whole-draft writes for an assistant message streaming in the background.
+"""Throttled whole-draft writes for an assistant message as it streams, quick path or background.
 
 Supabase Realtime sends every subscriber one event per committed row change, so the figure to
 keep low is writes per second per message, not bytes: text is coalesced and the whole draft is
@@ -8,17 +8,25 @@ written at most every `interval` seconds, or sooner once `max_bytes` of new text
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 
 from infra.db import Conn, Pool
 from infra.store.ids import ChatId, MessageId
 
-CURRENT_SEQ_SQL = "select seq from public.message_draft where message_id = %s"
+logger = logging.getLogger(__name__)
+
+CURRENT_SEQ_SQL = """
+select seq, extract(epoch from clock_timestamp() - updated_at)::float8 as age
+from public.message_draft where message_id = %s
+"""
 # A reply that ended has its final content: its draft goes.
 DELETE_DRAFT_SQL = "delete from public.message_draft where message_id = %s"
-# The seq guard makes an older write (say, from an attempt that lost its lease) a no-op, and
-# a message that ended (canceled while a round still streamed) gets no new draft.
+# The seq guard makes an older write (say, from an attempt that lost its lease) a no-op, the
+# length guard one that would show less than is shown (a round run again, or two attempts of it
+# at once, start again from the text before the round): a draft never goes backwards. A message
+# that ended (canceled while a round still streamed) gets no new draft.
 UPSERT_DRAFT_SQL = """
 insert into public.message_draft (message_id, chat_id, draft_content, seq, updated_at)
 select %(message_id)s, %(chat_id)s, %(text)s, %(seq)s, now()
@@ -29,6 +37,7 @@ where exists (
 on conflict (message_id) do update
 set draft_content = excluded.draft_content, seq = excluded.seq, updated_at = excluded.updated_at
 where public.message_draft.seq < excluded.seq
+  and length(public.message_draft.draft_content) <= length(excluded.draft_content)
 """
 
 
@@ -43,7 +52,10 @@ class DraftWriter:
         interval: float = 0.25,
         max_bytes: int = 2048,
         clock: Callable[[], float] = time.monotonic,
+        best_effort: bool = False,
     ) -> None:
+        """`best_effort`: a failed write is logged and skipped instead of raised (the quick path,
+        whose client already has the text: a draft must not cost it its answer)."""
         self._pool = pool
         self._message_id = message_id
         self._chat_id = chat_id
@@ -51,6 +63,7 @@ class DraftWriter:
         self._interval = interval
         self._max_bytes = max_bytes
         self._clock = clock
+        self._best_effort = best_effort
         self._seq = 0
         self._written = 0  # length of the text as last written
         self._last_write = float("-inf")
@@ -63,10 +76,13 @@ class DraftWriter:
         return self._text
 
     async def start(self) -> None:
-        """Continue from the stored seq, so a retried round never writes behind an older one."""
+        """Continue from the stored draft: after its seq, so a retried round never writes behind
+        an older one, and its interval after its last write, whichever writer made it."""
         async with self._pool.connection() as conn:
             row = await (await conn.execute(CURRENT_SEQ_SQL, (self._message_id,))).fetchone()
-        self._seq = int(row["seq"]) if row else 0
+        if row is not None:
+            self._seq = int(row["seq"])
+            self._last_write = self._clock() - max(0.0, row["age"])
 
     async def append(self, text: str) -> None:
         if not text:
@@ -85,10 +101,14 @@ class DraftWriter:
 
     async def flush(self) -> None:
         """Write what is pending now (round end, or a burst over `max_bytes`)."""
+        self.discard()
+        await self._write()
+
+    def discard(self) -> None:
+        """Drop what is pending: the reply's content is about to be final."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        await self._write()
 
     def _due_in(self) -> float:
         return self._last_write + self._interval - self._clock()
@@ -113,15 +133,20 @@ class DraftWriter:
         if len(text) == self._written:
             return
         self._seq += 1
-        async with self._pool.connection() as conn:
-            await conn.execute(
-                UPSERT_DRAFT_SQL,
-                {
-                    "message_id": self._message_id,
-                    "chat_id": self._chat_id,
-                    "text": text,
-                    "seq": self._seq,
-                },
+        params = {
+            "message_id": self._message_id,
+            "chat_id": self._chat_id,
+            "text": text,
+            "seq": self._seq,
+        }
+        try:
+            async with self._pool.connection() as conn:
+                await conn.execute(UPSERT_DRAFT_SQL, params)
+        except Exception:
+            if not self._best_effort:
+                raise
+            logger.warning(
+                "draft not written", extra={"message_id": str(self._message_id)}, exc_info=True
             )
         self._written = len(text)
         self._last_write = self._clock()

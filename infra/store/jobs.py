@@ -19,8 +19,9 @@ The rules:
   `hold` (or a guarded transition below): only the run that holds a live job passes, and a
   cancel, which locks the same row, waits for that transaction. Nothing lands after a cancel.
 - **Leases**: `hold` is the heartbeat. A `quick` job silent for `TURN_LEASE_S` is taken for
-  dead (`expire_dead_quick`); a background run silent for `JOB_LEASE_S` may be taken over by
-  another run's claim, which is harmless because tool results are stored once per call.
+  dead (`expire_dead_quick`) and its reply, there from the start, ends interrupted; a background
+  run silent for `JOB_LEASE_S` may be taken over by another run's claim, which is harmless
+  because tool results are stored once per call.
 - **Ends are final**: only a live job completes, fails or is canceled; a late report (another
   run's, a retry after a replay succeeded) changes nothing. A failed job may be claimed again:
   a dashboard replay resumes it.
@@ -50,9 +51,10 @@ JobKind = Literal["quick", "handoff", "turn"]
 # the chat is known to be the caller's: if it is not, the transaction rolls this back.
 TAKE_SLOT_SQL = """
 insert into public.job_runs
-  (chat_id, assistant_id, status, kind, event_name, idempotency_key, run_id, payload)
-select %(chat_id)s, %(assistant_id)s, 'processing', 'quick', %(event)s, %(key)s, %(run_id)s,
-       '{}'::jsonb
+  (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, run_id,
+   payload)
+select %(chat_id)s, %(assistant_id)s, %(reply_id)s, 'processing', 'quick', %(event)s, %(key)s,
+       %(run_id)s, '{}'::jsonb
 where exists (select 1 from public.chat where id = %(chat_id)s)
 on conflict (chat_id, assistant_id) where status in ('queued', 'processing') do nothing
 returning id
@@ -63,14 +65,30 @@ insert into public.job_runs
 values (%(chat_id)s, %(assistant_id)s, %(reply_id)s, 'waiting', 'turn', %(event)s, %(key)s,
         %(payload)s)
 """
-# A quick path that died (its process killed mid-stream) must not hold the slot for good. With
-# no chat given, every chat's: the outbox relay's sweep, so that a turn waiting behind a dead
-# one does not wait for another message to come along.
+# A quick path that died (its process killed mid-stream) must not hold the slot for good, nor
+# leave its reply streaming for ever: the reply keeps the text its draft had shown, followed by
+# `note`, in `error`. With no chat given, every chat's: the outbox relay's sweep, so that a turn
+# waiting behind a dead one does not wait for another message to come along.
 EXPIRE_QUICK_SQL = """
-update public.job_runs set status = 'error', error = 'quick_path_stopped', updated_at = now()
-where kind = 'quick' and status = 'processing'
-  and (%(chat_id)s::uuid is null or (chat_id = %(chat_id)s and assistant_id = %(assistant_id)s))
-  and updated_at < now() - make_interval(secs => %(lease_s)s)
+with expired as (
+  update public.job_runs set status = 'error', error = 'quick_path_stopped', updated_at = now()
+  where kind = 'quick' and status = 'processing'
+    and (%(chat_id)s::uuid is null or (chat_id = %(chat_id)s and assistant_id = %(assistant_id)s))
+    and updated_at < now() - make_interval(secs => %(lease_s)s)
+  returning root_message_id
+), replies as (
+  update public.message m
+  set content = concat_ws(E'\n\n', nullif(coalesce(
+        (select d.draft_content from public.message_draft d where d.message_id = m.id),
+        m.content), ''), %(note)s::text),
+      status = 'error', updated_at = now()
+  from expired
+  where m.id = expired.root_message_id and m.status = 'streaming'
+  returning m.id
+), drafts as (
+  delete from public.message_draft d using replies where d.message_id = replies.id
+)
+select count(*) as expired from expired
 """
 # The turn's quick job becomes its background job: the event (id = the key) goes out next.
 # Both only while the turn still holds its slot (the cancel of another request may have ended
@@ -124,13 +142,22 @@ returning root_message_id
 CANCEL_SQL = """
 update public.job_runs set status = 'canceled', updated_at = now()
 where chat_id = %s and assistant_id = %s and status in ('queued', 'processing')
-returning idempotency_key, root_message_id
+returning idempotency_key, root_message_id, kind
 """
 # The update is the heartbeat too: a run that keeps writing keeps its lease.
 HOLD_SQL = """
 update public.job_runs set updated_at = now()
 where idempotency_key = %s and status = 'processing' and run_id = %s
 returning id
+"""
+
+# How often the job's model rounds ran again (a failed attempt, a lost step output): each may
+# have paid the provider again.
+RERUN_SQL = """
+update public.job_runs
+set metadata = metadata || jsonb_build_object(
+  'roundReruns', coalesce((metadata ->> 'roundReruns')::int, 0) + 1)
+where idempotency_key = %s
 """
 
 
@@ -146,6 +173,7 @@ class SlotRequest:
     assistant_id: str
     job_key: str
     run_id: str
+    reply_id: MessageId  # inserted, `streaming`, in the same transaction once the slot is taken
 
 
 @dataclass(frozen=True)
@@ -158,8 +186,9 @@ class ClaimedJob:
 @dataclass(frozen=True)
 class CanceledJob:
     idempotency_key: str
-    # None for a turn still on its quick path: that path stores its own reply as canceled.
     message_id: MessageId | None
+    # A turn still on its quick path: no background run to stop; the path finds its slot gone.
+    quick: bool
 
 
 async def take_slot(conn: Conn, turn: SlotRequest) -> bool:
@@ -169,6 +198,7 @@ async def take_slot(conn: Conn, turn: SlotRequest) -> bool:
         "event": HANDOFF_EVENT,
         "key": turn.job_key,
         "run_id": turn.run_id,
+        "reply_id": turn.reply_id,
     }
     return await (await conn.execute(TAKE_SLOT_SQL, params)).fetchone() is not None
 
@@ -189,11 +219,13 @@ async def wait_for_slot(
 
 
 async def expire_dead_quick(
-    conn: Conn, *, lease_s: float, chat_id: ChatId | None = None, assistant_id: str = ""
+    conn: Conn, *, lease_s: float, note: str, chat_id: ChatId | None = None, assistant_id: str = ""
 ) -> int:
-    """End the quick jobs (of one chat and assistant, or all) silent for `lease_s`."""
-    params = {"chat_id": chat_id, "assistant_id": assistant_id, "lease_s": lease_s}
-    return (await conn.execute(EXPIRE_QUICK_SQL, params)).rowcount
+    """End the quick jobs (of one chat and assistant, or all) silent for `lease_s`; their
+    replies keep what they showed, then `note`."""
+    params = {"chat_id": chat_id, "assistant_id": assistant_id, "lease_s": lease_s, "note": note}
+    row = await (await conn.execute(EXPIRE_QUICK_SQL, params)).fetchone()
+    return int(row["expired"]) if row else 0
 
 
 async def hand_off(
@@ -227,6 +259,11 @@ async def hold(conn: Conn, job_key: str, run_id: str) -> bool:
     them to commit: they never land after it.
     """
     return await (await conn.execute(HOLD_SQL, (job_key, run_id))).fetchone() is not None
+
+
+async def count_rerun(pool: Pool, job_key: str) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(RERUN_SQL, (job_key,))
 
 
 @dataclass(frozen=True)
@@ -279,7 +316,7 @@ async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJ
     if message_id is not None:
         await messages.cancel(conn, message_id)
         await delete_draft(conn, message_id)
-    return CanceledJob(row["idempotency_key"], message_id)
+    return CanceledJob(row["idempotency_key"], message_id, quick=row["kind"] == "quick")
 
 
 async def cancel_active(

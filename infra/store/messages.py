@@ -12,8 +12,10 @@ from infra.store.ids import ChatId, MessageId
 MessageStatus = Literal[
     "queued", "streaming", "awaiting_approval", "completed", "error", "canceled"
 ]
-# What a reply is inserted as: queued for the background, or already ended on the quick path.
-ReplyStatus = Literal["queued", "completed", "error", "canceled"]
+# What a reply is inserted as: streaming on its quick path, or queued for the background.
+ReplyStatus = Literal["streaming", "queued"]
+# How a quick path leaves its reply: handed to the background, or ended.
+SettledStatus = Literal["queued", "completed"]
 
 
 class MessageMetadata(TypedDict, total=False):
@@ -54,6 +56,19 @@ INSERT_REPLY_SQL = """
 insert into public.message
   (id, chat_id, assistant_id, role, content, status, parent_message_id, metadata, handoff_event_id)
 values (%s, %s, %s, 'assistant', %s, %s, %s, %s, %s)
+"""
+# The quick path's end: the reply's text, status and marks (its job's transition, in the same
+# transaction, is the fence). `metadata` adds to what the reply was inserted with.
+SETTLE_SQL = """
+update public.message
+set content = %s, status = %s, metadata = metadata || %s, handoff_event_id = %s,
+    updated_at = now()
+where id = %s and status = 'streaming'
+"""
+# A quick path that lost its slot: the canceled reply keeps all that its stream showed, which
+# may be more than the draft the cancel kept.
+SHOWN_SQL = """
+update public.message set content = %s, updated_at = now() where id = %s and status = 'canceled'
 """
 # The background job's progress (agent status, tool calls) for subscribers; an ended message
 # keeps the snapshot it ended with.
@@ -130,6 +145,23 @@ async def insert_reply(
         handoff_event_id,
     )
     await conn.execute(INSERT_REPLY_SQL, params)
+
+
+async def settle(
+    conn: Conn,
+    message_id: MessageId,
+    *,
+    content: str,
+    status: SettledStatus,
+    metadata: MessageMetadata,
+    handoff_event_id: str | None,
+) -> None:
+    await conn.execute(SETTLE_SQL, (content, status, Jsonb(metadata), handoff_event_id, message_id))
+
+
+async def keep_shown(conn: Conn, message_id: MessageId, content: str) -> None:
+    """The canceled reply's text is `content`, all that its quick path streamed."""
+    await conn.execute(SHOWN_SQL, (content, message_id))
 
 
 async def record_snapshot(conn: Conn, message_id: MessageId, snapshot: dict[str, Any]) -> None:
