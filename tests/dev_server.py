@@ -19,6 +19,15 @@ HANDOFF = str(Path(sys.executable).parent / "handoff")
 @asynccontextmanager
 async def handoff_dev(database_url: str, **env: str) -> AsyncIterator[str]:
     """Run `handoff dev --port 0` on `database_url`; its origin, once it serves."""
+    async with handoff_dev_process(database_url, **env) as (origin, _):
+        yield origin
+
+
+@asynccontextmanager
+async def handoff_dev_process(
+    database_url: str, **env: str
+) -> AsyncIterator[tuple[str, asyncio.subprocess.Process]]:
+    """`handoff_dev`, with the child process (to signal it)."""
     child = await asyncio.create_subprocess_exec(
         HANDOFF,
         "dev",
@@ -40,7 +49,7 @@ async def handoff_dev(database_url: str, **env: str) -> AsyncIterator[str]:
                 printed.append(line.decode())
         # Keep reading, so a chatty server never blocks on a full pipe.
         drain = asyncio.create_task(child.stdout.read())
-        yield found.group(1)
+        yield found.group(1), child
     finally:
         with suppress(ProcessLookupError):
             child.terminate()

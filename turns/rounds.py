@@ -61,16 +61,14 @@ class Rounds:
 
     async def open(self, attempt: int = 0, last_attempt: bool = False) -> Plan:
         """The first round of an enqueued message's turn, from the latest checkpoint."""
-        await self._count_rerun(attempt)
         run = await self._load()
-        await self._stream(run, await opening(run, self.turn), "", last_attempt)
+        await self._stream(run, await opening(run, self.turn), "", attempt, last_attempt)
         return await self._store(run, opened=True)
 
     async def resume(
         self, results: list[ToolResult], attempt: int = 0, last_attempt: bool = False
     ) -> Plan:
         """Apply the tool results, then run the model to its next tool boundary or the end."""
-        await self._count_rerun(attempt)
         run = await self._load()
         state = await run.state()
         answered = {m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)}
@@ -85,16 +83,8 @@ class Rounds:
         if AGENT_NODE in state.next:
             before = turn_text(state_values(state))
             prefix = before + PARAGRAPH_BREAK if before else ""
-            await self._stream(run, None, prefix, last_attempt)
+            await self._stream(run, None, prefix, attempt, last_attempt)
         return await self._store(run, opened=False)
-
-    async def _count_rerun(self, attempt: int) -> None:
-        """A round run again (its step failed, or its result was lost) may pay for its model
-        calls again: never silently."""
-        if attempt == 0:
-            return
-        logger.warning("model round run again", extra={**self.log, "attempt": attempt})
-        await jobs.count_rerun(await self.services.pool(), self.job_key)
 
     async def _load(self) -> Run:
         pool = await self.services.pool()
@@ -117,10 +107,21 @@ class Rounds:
         await messages.record_snapshot(conn, self.turn.reply_id, snapshot)
 
     async def _stream(
-        self, run: Run, graph_input: AgentState | None, prefix: str, last_attempt: bool
+        self,
+        run: Run,
+        graph_input: AgentState | None,
+        prefix: str,
+        attempt: int,
+        last_attempt: bool,
     ) -> None:
         """Stream the round into the draft. A provider's error is retried later while it may
         pass and attempts are left; otherwise the job ends with the error's plain words."""
+        if attempt > 0:
+            # An attempt before this one failed mid-round: its model calls may be paid for
+            # again, which is never silent. (A round whose result was only lost finds its
+            # checkpoints stored and runs no model.)
+            logger.warning("model round run again", extra={**self.log, "attempt": attempt})
+            await jobs.count_rerun(await self.services.pool(), self.job_key)
         try:
             await self._draft(run, graph_input, prefix)
         except Exception as exc:

@@ -69,6 +69,9 @@ class DraftWriter:
         self._last_write = float("-inf")
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
+        # A timed write's failure, raised by the next append or flush: a failed write must
+        # fail the caller (a round is then run again) as when it is written at once.
+        self._failure: Exception | None = None
         self.writes = 0
 
     @property
@@ -85,6 +88,7 @@ class DraftWriter:
             self._last_write = self._clock() - max(0.0, row["age"])
 
     async def append(self, text: str) -> None:
+        self._raise_failure()
         if not text:
             return
         self._text += text
@@ -101,6 +105,7 @@ class DraftWriter:
 
     async def flush(self) -> None:
         """Write what is pending now (round end, or a burst over `max_bytes`)."""
+        self._raise_failure()
         self.discard()
         await self._write()
 
@@ -122,7 +127,15 @@ class DraftWriter:
             # Past this point a flush cannot cancel us mid-query: it finds no timer and waits
             # for the lock instead.
             self._timer = None
-            await self._write_locked()
+            try:
+                await self._write_locked()
+            except Exception as exc:
+                self._failure = exc
+
+    def _raise_failure(self) -> None:
+        if (failure := self._failure) is not None:
+            self._failure = None
+            raise failure
 
     async def _write(self) -> None:
         async with self._lock:

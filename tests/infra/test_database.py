@@ -19,7 +19,7 @@ from infra.migrate import migrate
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.store.drafts import DraftWriter
 from infra.store.ids import ChatId, MessageId
-from tests.support import create_user_with_chat, fetch
+from tests.support import create_user_with_chat, execute, fetch
 
 
 @pytest.fixture
@@ -86,6 +86,8 @@ async def test_draft_writer_throttles_and_never_goes_back(database_url: str, poo
         max_bytes=64,
         clock=lambda: now[0],
     )
+    # (the seeded draft, seq 1, was written long enough ago for the next write to be due)
+    await execute(database_url, "update message_draft set updated_at = now() - interval '1 minute'")
     await writer.start()  # continues after the seeded seq 1
     await writer.append("a")  # first write is immediate
     for _ in range(10):
@@ -109,6 +111,20 @@ async def test_draft_writer_throttles_and_never_goes_back(database_url: str, poo
         database_url, "select * from message_draft where message_id = %s", message_id
     )
     assert row["draft_content"].endswith("d")
+
+
+async def test_a_writer_continuing_a_draft_waits_out_the_interval_of_its_last_write(
+    database_url: str, pool: Pool
+) -> None:
+    # GIVEN a draft written just now (by the quick path, or a round's earlier attempt)
+    _, chat_id, message_id = await seed_chat_rows(database_url)
+    writer = DraftWriter(pool, message_id=MessageId(message_id), chat_id=ChatId(chat_id))
+    await writer.start()
+    # WHEN another writer continues it at once, THEN its first text waits for the interval
+    await writer.append("more")
+    assert writer.writes == 0
+    await writer.flush()
+    assert writer.writes == 1
 
 
 async def test_a_message_that_ended_gets_no_new_draft(database_url: str, pool: Pool) -> None:
