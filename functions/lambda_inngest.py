@@ -1,4 +1,4 @@
-"""Lambda entry for `inngest`: the Inngest serve endpoint through Mangum behind an HTTP API.
+"""Lambda entry for `inngest`: the Inngest serve endpoint through Mangum behind a Function URL.
 
 Inngest calls the endpoint once per step and reads one JSON reply, which suits Mangum's
 buffered request/response. Lifespan is off: Mangum would run startup and shutdown around every

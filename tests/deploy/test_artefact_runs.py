@@ -143,18 +143,18 @@ def test_run_sh_serves_healthz_for_the_web_adapter(respond_server: str) -> None:
         assert httpx.get(f"{respond_server}{path}", timeout=2).status_code == 404, path
 
 
-def test_the_inngest_handler_answers_an_http_api_event(
+def test_the_inngest_handler_answers_a_function_url_event(
     tasks: dict[str, Path], bare_python: Path
 ) -> None:
     # GIVEN the inngest artefact, WHEN the Lambda runtime imports functions.lambda_inngest and
-    # calls its handler with an unsigned HTTP API request, THEN the endpoint answers it (and
+    # calls its handler with an unsigned Function URL request, THEN the endpoint answers it (and
     # refuses it: only Inngest's signed calls get the function list)
     event = {
         "version": "2.0",
-        "routeKey": "GET /api/inngest",
+        "routeKey": "$default",
         "rawPath": "/api/inngest",
         "rawQueryString": "",
-        "headers": {"host": "example.execute-api.eu-central-1.amazonaws.com"},
+        "headers": {"host": "example.lambda-url.eu-central-1.on.aws"},
         "requestContext": {
             "http": {
                 "method": "GET",

@@ -73,13 +73,13 @@ async def respond_through_mangum(
 
 def signed_now(signing_key: str) -> dict[str, Any]:
     """The captured Inngest call, its body signed afresh with `signing_key`."""
-    event = load_event("http_api_inngest_call.json")
+    event = load_event("function_url_inngest_call.json")
     event["headers"]["x-inngest-signature"] = sign_body(event["body"].encode(), signing_key)
     return event
 
 
 async def test_a_signed_inngest_call_runs_the_function(inngest_lambda: LambdaContainer) -> None:
-    # GIVEN the captured HTTP API event of Inngest calling the outbox relay, signed just now
+    # GIVEN the captured Function URL event of Inngest calling the outbox relay, signed just now
     # with the signing key that is only in SSM
     event = signed_now(SIGNING_KEY)
 
@@ -109,7 +109,7 @@ async def test_an_inngest_call_not_signed_now_with_our_key_is_refused(
     if signature == "wrong-key":
         event = signed_now("signkey-prod-" + "0" * 64)
     else:
-        event = load_event("http_api_inngest_call.json")
+        event = load_event("function_url_inngest_call.json")
     if signature is None:
         del event["headers"]["x-inngest-signature"]
 
@@ -122,7 +122,7 @@ async def test_an_inngest_call_not_signed_now_with_our_key_is_refused(
 async def test_an_unsigned_sync_does_not_register_the_app(
     inngest_lambda: LambdaContainer,
 ) -> None:
-    response = await inngest_lambda.invoke(load_event("http_api_inngest_sync_unsigned.json"))
+    response = await inngest_lambda.invoke(load_event("function_url_inngest_sync_unsigned.json"))
     assert response["statusCode"] == 401, response
 
 
