@@ -51,11 +51,12 @@ def test_the_generated_template_passes_cfn_lint(deployment: Deployment) -> None:
 def function_url(deployment: Deployment, name: str) -> dict[str, Any]:
     """The Function URL of the function `name`."""
     arn = {"Fn::GetAtt": [f"{name}LambdaFunction", "Arn"]}
-    (url,) = (
+    urls: list[dict[str, Any]] = [
         u
         for u in deployment.of_type("AWS::Lambda::Url").values()
         if u["Properties"]["TargetFunctionArn"] == arn
-    )
+    ]
+    (url,) = urls
     return url
 
 

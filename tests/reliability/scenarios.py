@@ -1,4 +1,5 @@
-"""The core loop under duplicates, replays, crashes, a failed send and a vanished client.
+"""The core loop under duplicates, replays, crashes, a failed send, a vanished client, a round
+past its time budget and a server killed mid-stream.
 
 Each scenario runs the real stack (the app under uvicorn, the local executor driving its real
 Inngest endpoint, a real Postgres) once and returns one `Figures` per turn it checked. The tests
@@ -18,13 +19,17 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Annotated, Any, NotRequired, TypedDict
 
+import httpx
 import psycopg
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 
+from agent.snapshot import CUT_SHORT_TEXT, STOPPED_TEXT
 from agent.tools import demo_tools
+from tests.dev_server import handoff_dev_process
 from tests.support import (
     DRAFT_LOG_SQL,
+    JWT_SECRET,
     Stack,
     create_user_with_chat,
     durable_messages,
@@ -37,6 +42,7 @@ Databases = Callable[[], AbstractAsyncContextManager[str]]
 Event = tuple[str, dict[str, Any]]
 
 RUN_TIMEOUT_S = 60.0
+DRAFT_WRITES_SQL = "select draft_content from draft_write_log order by at"
 
 PREPARE_SQL = """
 create table tool_execution_log (
@@ -327,6 +333,112 @@ async def client_disconnect(databases: Databases) -> list[Figures]:
         return [await turn_figures(url, chat_id, PARALLEL_REPLY, seconds)]
 
 
+# --- 6. a background round past its time budget ------------------------------------------------
+
+# The round after the tool quotes its 60 words, ~1.2 s at 20 ms a word: past a 0.3 s budget.
+LONG_RECORD_TEXT = "/record " + " ".join(f"w{i}" for i in range(60))
+
+
+async def round_past_budget(databases: Databases) -> list[Figures]:
+    """A round streams past its budget: it stops there and the job completes, every step once,
+    the reply being what the round showed and a plain note; no draft ever shows less."""
+    async with databases() as url:
+        await prepare(url)
+        user_id, chat_id = await create_user_with_chat(url)
+        async with running_stack(
+            url, tools=recording_tools(url), scripted_token_delay_ms=20, round_budget_s=0.3
+        ) as stack:
+            started = time.perf_counter()
+            events = await stack.respond(
+                token_for(user_id), {"chatId": str(chat_id), "content": LONG_RECORD_TEXT}
+            )
+            handoff_event_id(events)
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+            seconds = time.perf_counter() - started
+            once = set(stack.handoff_run().attempts.values()) == {1}
+        [reply] = await fetch(
+            url, "select * from message where chat_id = %s and role = 'assistant'", chat_id
+        )
+        lengths = [len(w["draft_content"]) for w in await fetch(url, DRAFT_WRITES_SQL)]
+        shown, _, note = reply["content"].rpartition("\n\n")
+        good = (
+            reply["status"] == "completed"
+            and note == CUT_SHORT_TEXT["time"]
+            and shown.startswith("Let me use record for that.\n\nHere is what I found:")
+            and lengths == sorted(lengths)
+            and once
+        )
+        figures = await turn_figures(url, chat_id, reply["content"], seconds)
+        return [{**figures, "final_messages": int(good), "lost": 1 - int(good)}]
+
+
+# --- 7. the server dies while the quick path streams ---------------------------------------------
+
+LONG_TEXT = " ".join(f"word{i}" for i in range(60))  # echoed word by word: ~2.4 s at 40 ms
+
+
+async def quick_path_killed(databases: Databases) -> list[Figures]:
+    """The process streaming a quick path is killed: after the lease its reply holds what it
+    showed and a plain note, in `error`, and the chat answers the next message."""
+    async with databases() as url:
+        await prepare(url)
+        user_id, chat_id = await create_user_with_chat(url)
+        token = token_for(user_id)
+        env = {
+            "SUPABASE_JWT_SECRET": JWT_SECRET,
+            "SCRIPTED_TOKEN_DELAY_MS": "40",
+            "TURN_LEASE_S": "1",
+        }
+        started = time.perf_counter()
+        async with (
+            handoff_dev_process(url, **env) as (origin, server),
+            httpx.AsyncClient(base_url=origin) as http,
+        ):
+            body = {"chatId": str(chat_id), "content": LONG_TEXT}
+            headers = {"Authorization": f"Bearer {token}"}
+            async with http.stream("POST", "/api/chat/respond", json=body, headers=headers) as r:
+                tokens = 0
+                async for line in r.aiter_lines():
+                    tokens += line.startswith("event: token")
+                    if tokens == 10:
+                        break
+            server.kill()
+            await server.wait()
+        async with running_stack(url, tools=recording_tools(url), turn_lease_s=1) as stack:
+            await asyncio.sleep(1.1)
+            events = await stack.respond(token, {"chatId": str(chat_id), "content": "/record a"})
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+        seconds = time.perf_counter() - started
+        handoff_event_id(events)
+        replies = await fetch(
+            url,
+            "select status, content from message where chat_id = %s and role = 'assistant'"
+            " order by created_at",
+            chat_id,
+        )
+        expected = [
+            "error",
+            "completed",
+        ]
+        good = (
+            [r["status"] for r in replies] == expected
+            and replies[0]["content"].startswith('You said: "word0')
+            and replies[0]["content"].endswith(f"\n\n{STOPPED_TEXT}")
+            and replies[1]["content"]
+            == "Let me use record for that.\n\nHere is what I found: record returned recorded a."
+        )
+        executions = await fetch(url, "select count(*) as n from tool_execution_log")
+        return [
+            Figures(
+                final_messages=int(good),
+                duplicates=max(0, len(replies) - 2),
+                lost=1 - int(good),
+                seconds=seconds,
+                max_executions=int(executions[0]["n"]),
+            )
+        ]
+
+
 Scenario = Callable[[Databases], Awaitable[list[Figures]]]
 
 SCENARIOS: dict[str, Scenario] = {
@@ -335,4 +447,6 @@ SCENARIOS: dict[str, Scenario] = {
     "crash at every step": crash_at_every_step,
     "outbox re-send": outbox_resend,
     "client disconnect": client_disconnect,
+    "round past its budget": round_past_budget,
+    "server killed mid-stream": quick_path_killed,
 }

@@ -12,7 +12,9 @@ from tests.reliability.scenarios import (
     crash_at_every_step,
     duplicate_deliveries,
     outbox_resend,
+    quick_path_killed,
     replay_after_failure,
+    round_past_budget,
 )
 
 CLEAN = {"final_messages": 1, "duplicates": 0, "lost": 0, "max_executions": 1}
@@ -49,3 +51,13 @@ async def test_a_failed_send_is_resent_by_the_outbox_relay(databases: Databases)
 
 async def test_a_client_that_hangs_up_still_gets_its_turn(databases: Databases) -> None:
     assert without_time(await client_disconnect(databases)) == [CLEAN]
+
+
+async def test_a_round_past_its_budget_ends_once_with_what_it_showed(databases: Databases) -> None:
+    assert without_time(await round_past_budget(databases)) == [CLEAN]
+
+
+async def test_a_server_killed_mid_stream_leaves_an_interrupted_reply_and_a_free_chat(
+    databases: Databases,
+) -> None:
+    assert without_time(await quick_path_killed(databases)) == [CLEAN]
