@@ -34,7 +34,8 @@ class Settings(BaseSettings):
 
     # On AWS: the Parameter Store path holding the secrets (infra/secrets.py), e.g. /handoff/prod.
     ssm_parameter_path: str | None = Field(default=None, pattern=r"^(/[\w.\-]+)+/?$")
-    # Tool outputs over 256 KB go to this S3 bucket (infra/large_outputs.py).
+    # Tool outputs past their bound (256 KB at most) go to this S3 bucket; without one they are
+    # cut short (infra/large_outputs.py).
     large_output_bucket: str | None = None
 
     max_content_chars: int = Field(default=16_000, gt=0)

@@ -143,6 +143,7 @@ class HandoffJob:
         )
         if shrunk is not None:
             result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
+            result["note"] = shrunk["note"]
         return await store_result(pool, thread_id, result)
 
     async def _invoke(self, call: dict[str, Any]) -> str:

@@ -148,15 +148,17 @@ class Rounds:
 async def _apply(run: Run, state: StateSnapshot, results: list[ToolResult]) -> None:
     """The tool results as the tools node's output, with each call's progress completed."""
     calls = {c["id"]: c for c in pending_tool_calls(state.values["messages"])}
-    invocations: list[ToolInvocation] = [
-        {
+    invocations: list[ToolInvocation] = []
+    for r in results:
+        invocation: ToolInvocation = {
             "id": r["id"],
             "name": r["name"],
             "args": calls.get(r["id"], {}).get("args", {}),
             "status": "error" if r.get("status") == "error" else "completed",
         }
-        for r in results
-    ]
+        if note := r.get("note"):
+            invocation["note"] = note
+        invocations.append(invocation)
     tool_messages = [
         ToolMessage(
             content=r["content"],
