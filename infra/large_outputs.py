@@ -4,9 +4,13 @@ Inngest keeps every step output in the run's state, with limits
 (https://www.inngest.com/docs/usage-limits/inngest): "The limit for data returned by a step is
 4MB", "Function run state cannot exceed 32MB" (its events, every step's output, the function's
 return value), "The maximum number of steps allowed per function is 1000". A step over a limit
-fails, and so does the turn. So each tool step's output is bounded:
+fails, and so does the turn. So each tool step's output is bounded, and so is each round's:
 
-* An output may take LARGE_OUTPUT_BYTES (256 KB) of a step.
+* An output may take LARGE_OUTPUT_BYTES (256 KB) of a step, and the outputs of one round share
+  TOOL_ROUND_BUDGET_BYTES (infra/settings.py): the calls of a round run as parallel steps that
+  cannot see each other, so each gets `output_bound` = min(256 KB, budget / calls run), which
+  every step computes alike from the plan. A turn's rounds then hold at most MAX_TOOL_ROUNDS
+  times the budget of the run's state, which settings keep within 24 MB.
 * Past its bound, an output is written once to S3 when LARGE_OUTPUT_BUCKET is set: what travels
   (the step output, the stored result, the ToolMessage the model reads) is a preview with the
   object's address. The bucket's lifecycle rule (serverless.yml) expires the objects under
@@ -72,6 +76,11 @@ def prefix_within(text: str, max_bytes: int) -> str:
         else:
             high = middle - 1
     return text[:low]
+
+
+def output_bound(round_budget: int, calls: int) -> int:
+    """The bytes each output of a round of `calls` calls may take."""
+    return min(LARGE_OUTPUT_BYTES, round_budget // max(calls, 1))
 
 
 def size_text(n: int) -> str:

@@ -22,7 +22,7 @@ from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
 from agent.tools import ToolInputError
 from agent.usage import turn_usage
 from infra.events import EventSender
-from infra.large_outputs import LargeOutputs
+from infra.large_outputs import LARGE_OUTPUT_BYTES, LargeOutputs, output_bound
 from infra.runtime import Services
 from infra.store import approvals, jobs
 from infra.store.approvals import Decision
@@ -99,13 +99,18 @@ class HandoffJob:
         return {"claimed": True, "payload": job.payload, **plan}
 
     async def run_tool(
-        self, call: dict[str, Any], decision: Decision | None = None, last_attempt: bool = False
+        self,
+        call: dict[str, Any],
+        decision: Decision | None = None,
+        last_attempt: bool = False,
+        bound: int = LARGE_OUTPUT_BYTES,
     ) -> ToolResult:
         """One tool call's result, stored once: a call that already ran is not run again.
 
         A call the tool cannot answer (no such tool, invalid arguments, a failure on the last
         attempt) gets an `error` result for the model to read; an earlier failure raises, and
-        the step is retried.
+        the step is retried. The output takes at most `bound` bytes of the step output
+        (infra/large_outputs.py).
         """
         pool = await self.services.pool()
         thread_id = self.turn.thread_id
@@ -139,7 +144,11 @@ class HandoffJob:
             return await store_result(pool, thread_id, error)
         result = ToolResult(id=call["id"], name=call["name"], content=content)
         shrunk = await self.large_outputs.shrink(
-            job_key=self.job_key, call_id=call["id"], name=call["name"], content=content
+            job_key=self.job_key,
+            call_id=call["id"],
+            name=call["name"],
+            content=content,
+            limit=bound,
         )
         if shrunk is not None:
             result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
@@ -167,6 +176,11 @@ class HandoffJob:
                 f"Error: invalid arguments for {call['name']}: {problems}. Fix them and call again."
             ) from exc
         return str(output.content if isinstance(output, ToolMessage) else output)
+
+    def output_bound(self, calls: int) -> int:
+        """The bytes each output of a round that runs `calls` calls may take: the round's
+        budget shared evenly, so parallel steps that cannot see each other stay within it."""
+        return output_bound(self.services.settings.tool_round_budget_bytes, calls)
 
     def within_limit(
         self, calls: list[dict[str, Any]]

@@ -1,5 +1,6 @@
 """Tool outputs are bounded through the whole stack: past its bound an output goes to S3 (moto)
-or, without a bucket, is cut short with a note that the model and the user both see."""
+or, without a bucket, is cut short with a note that the model and the user both see; a round's
+outputs share its budget."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from infra.large_outputs import (
     PREVIEW_CHARS,
     LargeOutputs,
     encoded_bytes,
+    output_bound,
 )
+from infra.settings import Settings
 from tests.support import (
     Stack,
     create_user_with_chat,
@@ -196,6 +199,16 @@ async def test_without_a_bucket_a_3_mb_output_is_cut_short_with_a_note(database_
     ]
 
 
+def test_by_default_a_full_round_gets_128_kib_per_output() -> None:
+    settings = Settings(database_url=None)
+    bound = output_bound(settings.tool_round_budget_bytes, settings.max_parallel_tool_calls)
+    assert bound == 128 * 1024
+    # Eight such rounds take 16 MiB of Inngest's 32 MiB run state.
+    assert settings.max_tool_rounds * settings.tool_round_budget_bytes == 16 * 1024 * 1024
+    # A round of few calls is bounded by what one output may take.
+    assert output_bound(settings.tool_round_budget_bytes, 2) == LARGE_OUTPUT_BYTES
+
+
 @tool
 def postcards(input: str) -> str:
     """N postcards of accented words, emoji and markup (multi-byte and escaped characters)."""
@@ -236,6 +249,47 @@ async def test_outputs_within_256_kb_stay_inline(database_url: str, s3: S3Client
     assert result["content"] == report.invoke({"input": "252"})
     assert encoded_bytes(result["content"]) <= LARGE_OUTPUT_BYTES
     assert stored_objects(s3) == {}
+
+
+async def test_a_round_past_its_budget_bounds_every_output(database_url: str) -> None:
+    # GIVEN a round budget of 128 KiB (a sixteenth of the default, to keep the answer the
+    # scripted model quotes short), and a model that asks for 10 reports of 40 KB at once
+    budget, calls = 128 * 1024, 10
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, tool_round_budget_bytes=budget) as stack:
+        content = "\n".join(["/report 40"] * calls)
+        await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": content})
+        await stack.executor.wait_idle()
+        run = stack.handoff_run()
+        reply = await history_reply(stack, user_id, chat_id)
+
+    # THEN the turn completes, each call having run as its own step
+    assert run.status == "completed", run.error
+    tool_steps = {name: size for name, size in run.step_bytes.items() if name.startswith("tool-")}
+    assert len(tool_steps) == calls
+
+    # AND each output was cut to its even share of the budget, with a note
+    share = budget // calls
+    full = report.invoke({"input": "40"})
+    assert encoded_bytes(full) * calls > budget
+    results = await tool_messages(database_url, chat_id)
+    assert len(results) == calls
+    for message in results:
+        head, kept = str(message.content).split("\n", 1)
+        assert head.startswith("[report returned 40 KB; only the first")
+        assert full.startswith(kept)
+        assert share - 100 < encoded_bytes(str(message.content)) <= share
+    # AND together the round's step outputs stay within its budget
+    assert sum(tool_steps.values()) <= budget + calls * ENVELOPE_BYTES
+    assert reply["status"] == "completed"
+    assert [p["status"] for p in reply["progress"]] == ["completed"] * calls
+    assert all(p["note"].startswith("The output (40 KB) was cut") for p in reply["progress"])
+
+    # AND the plans and the other steps stay small: the run's state is its tool outputs
+    others = {name: size for name, size in run.step_bytes.items() if name not in tool_steps}
+    assert set(others) == {"claim", "model-round-0", "finalize"}
+    assert all(size < 4 * 1024 for size in others.values()), others
+    assert run.state_bytes < budget + calls * ENVELOPE_BYTES + 4 * 4 * 1024
 
 
 def deployed_lifecycle_rules() -> list[LifecycleRuleTypeDef]:
