@@ -95,7 +95,7 @@ class HandoffJob:
             raise JobFailed(str(exc)) from exc
         plan: Plan = {"done": False, "pending": [], "opening": True}
         if turn.kind == "handoff":
-            plan = plan_from(state)
+            plan = plan_from(state, settings.max_parallel_tool_calls)
         return {"claimed": True, "payload": job.payload, **plan}
 
     async def run_tool(

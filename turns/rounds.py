@@ -32,9 +32,12 @@ logger = logging.getLogger(__name__)
 
 
 class Plan(TypedDict):
-    """What the function does next, as a step output (JSON)."""
+    """What the function does next, as a step output (JSON): kept small, since the run's state
+    holds every plan. It names the calls to answer and the arguments of those that run."""
 
     done: bool
+    # Each call's id and name; its args too unless it is past MAX_PARALLEL_TOOL_CALLS, which
+    # is answered without running (turns/job.py).
     pending: list[dict[str, Any]]
     # The job is no longer this run's (canceled, or taken over after the lease): stop quietly.
     stopped: NotRequired[bool]
@@ -42,9 +45,15 @@ class Plan(TypedDict):
     opening: NotRequired[bool]
 
 
-def plan_from(state: StateSnapshot) -> Plan:
+def plan_from(state: StateSnapshot, max_calls: int) -> Plan:
+    """The plan after `state`, with the arguments of the first `max_calls` calls only."""
     if TOOLS_NODE in state.next:
-        return {"done": False, "pending": pending_tool_calls(state.values["messages"])}
+        calls = pending_tool_calls(state.values["messages"])
+        pending = [
+            {"id": c["id"], "name": c["name"], **({"args": c["args"]} if n < max_calls else {})}
+            for n, c in enumerate(calls)
+        ]
+        return {"done": False, "pending": pending}
     return {"done": AGENT_NODE not in state.next, "pending": []}
 
 
@@ -97,7 +106,7 @@ class Rounds:
             await self._record_snapshot(conn, state)
             if marks:
                 await branches.mark_reply(conn, self.turn.reply_id, marks)
-        return plan_from(state)
+        return plan_from(state, self.services.settings.max_parallel_tool_calls)
 
     async def _record_snapshot(self, conn: Conn, state: StateSnapshot) -> None:
         snapshot = render_agent_snapshot(state_values(state)).to_metadata()

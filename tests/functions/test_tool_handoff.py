@@ -295,3 +295,23 @@ async def test_calls_past_the_rounds_limit_are_answered_not_run(database_url: st
     assert message["status"] == "completed"
     progress = message["metadata"]["snapshot"]["progress"]
     assert [p["status"] for p in progress] == ["completed", "completed", "error"]
+
+
+async def test_a_call_past_the_limit_leaves_its_arguments_out_of_the_plan(
+    database_url: str,
+) -> None:
+    # GIVEN one call allowed per round, and a second round whose refused call carries 12 KB
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, max_parallel_tool_calls=1) as stack:
+        padding = "x" * 12_000
+        content = f'/calc 1+1\n/then\n/calc 2+2\n/calc {{"input": "3+3", "pad": "{padding}"}}'
+        await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": content})
+        await stack.executor.wait_idle()
+        run = stack.handoff_run()
+    # THEN the plan that names it (the first model round's output) stays small: the call is
+    # answered without running, so its arguments need not travel
+    assert run.status == "completed", run.error
+    assert run.step_bytes["model-round-0"] < 1024
+    answers = [(m.status, str(m.content)) for m in await tool_messages(database_url, chat_id)]
+    assert answers[:2] == [("success", "2"), ("success", "4")]
+    assert answers[2][0] == "error"
