@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     # calls that run (each at most 256 KB). With MAX_TOOL_ROUNDS rounds, 16 MB of Inngest's
     # 32 MB run state at most.
     tool_round_budget_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
+    # A tool call running longer is stopped and answered with an error. Keep it below the
+    # inngest function's timeout (serverless.yml), or the platform ends the step first.
+    tool_timeout_s: float = Field(default=120.0, gt=0)
     # Output tokens a turn's model calls may write before no further round of tools runs
     # (unset: no budget beyond the rounds).
     max_turn_output_tokens: int | None = Field(default=None, gt=0)
