@@ -38,6 +38,14 @@ class ToolProgress:
     id: str
     name: str
     status: str
+    # Said about the call's result, e.g. that its output was cut short.
+    note: str | None = None
+
+    def to_json(self) -> dict[str, str]:
+        shown = {"id": self.id, "name": self.name, "status": self.status}
+        if self.note:
+            shown["note"] = self.note
+        return shown
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,7 @@ class AgentSnapshot:
         shown: dict[str, Any] = {
             "text": self.text,
             "status": self.status,
-            "progress": [{"id": p.id, "name": p.name, "status": p.status} for p in self.progress],
+            "progress": [p.to_json() for p in self.progress],
         }
         if self.cut_short is not None:
             shown["cutShort"] = self.cut_short
@@ -85,7 +93,7 @@ def render_agent_snapshot(state: AgentState) -> AgentSnapshot:
         for c in m.tool_calls
     }
     progress = tuple(
-        ToolProgress(id=inv["id"], name=inv["name"], status=inv["status"])
+        ToolProgress(id=inv["id"], name=inv["name"], status=inv["status"], note=inv.get("note"))
         for inv in invocations
         if inv["id"] in turn_ids
     )

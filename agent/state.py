@@ -30,6 +30,8 @@ class ToolInvocation(TypedDict):
     args: dict[str, Any]
     status: ToolStatus
     preview: NotRequired[str]
+    # What the user should know about the result: cut short, a preview, stopped after its time.
+    note: NotRequired[str]
 
 
 def merge_invocations(

@@ -181,7 +181,11 @@ async def stream_turn(session: Session, content: str, screen: Screen) -> tuple[s
 def progress_text(row: dict[str, Any]) -> str:
     progress = (row.get("metadata") or {}).get("snapshot", {}).get("progress", [])
     marks = {"completed": "done", "error": "failed", "pending": "running"}
-    return ", ".join(f"{p['name']} {marks.get(p['status'], p['status'])}" for p in progress)
+    return ", ".join(
+        f"{p['name']} {marks.get(p['status'], p['status'])}"
+        + (f" ({p['note']})" if p.get("note") else "")
+        for p in progress
+    )
 
 
 async def follow(

@@ -113,6 +113,8 @@ async def run_steps(
                     logger.info("job canceled while awaiting approval", extra=job.log)
                     return {"status": "stopped", "rounds": round_no}
                 decisions[call["id"]] = decided
+        # The round's outputs share its budget: each step's share follows from the plan alone.
+        bound = job.output_bound(len(calls))
         tool_steps = (
             partial(
                 ctx.step.run,
@@ -121,6 +123,7 @@ async def run_steps(
                 call,
                 decisions.get(call["id"]),
                 last_attempt,
+                bound,
             )
             for call in calls
         )

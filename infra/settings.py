@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# The share of Inngest's 32 MB run state that a turn's tool outputs may take, all rounds
+# together (infra/large_outputs.py); the rest holds the event, the plans (the model's calls)
+# and the other steps' outputs.
+TOOL_OUTPUT_STATE_BYTES = 24 * 1024 * 1024
+# The least each tool output of a round may be bounded to: room for its note and a useful start.
+MIN_OUTPUT_BYTES = 4 * 1024
 
 
 class Settings(BaseSettings):
@@ -34,7 +41,8 @@ class Settings(BaseSettings):
 
     # On AWS: the Parameter Store path holding the secrets (infra/secrets.py), e.g. /handoff/prod.
     ssm_parameter_path: str | None = Field(default=None, pattern=r"^(/[\w.\-]+)+/?$")
-    # Tool outputs over 256 KB go to this S3 bucket (infra/large_outputs.py).
+    # Tool outputs past their bound (256 KB at most) go to this S3 bucket; without one they are
+    # cut short (infra/large_outputs.py).
     large_output_bucket: str | None = None
 
     max_content_chars: int = Field(default=16_000, gt=0)
@@ -43,6 +51,13 @@ class Settings(BaseSettings):
     # Tool calls of one round that run; the model is told the rest were not run (each call is
     # an Inngest step, and a run has at most 1,000).
     max_parallel_tool_calls: int = Field(default=16, gt=0)
+    # The bytes the tool outputs of one round may take in the run's state, shared evenly by the
+    # calls that run (each at most 256 KB). With MAX_TOOL_ROUNDS rounds, 16 MB of Inngest's
+    # 32 MB run state at most.
+    tool_round_budget_bytes: int = Field(default=2 * 1024 * 1024, gt=0)
+    # A tool call running longer is stopped and answered with an error. Keep it below the
+    # inngest function's timeout (serverless.yml), or the platform ends the step first.
+    tool_timeout_s: float = Field(default=120.0, gt=0)
     # Output tokens a turn's model calls may write before no further round of tools runs
     # (unset: no budget beyond the rounds).
     max_turn_output_tokens: int | None = Field(default=None, gt=0)
@@ -66,6 +81,23 @@ class Settings(BaseSettings):
     approval_timeout_s: int = Field(default=1800, ge=1)
     # The outbox relay re-sends handoff events no request confirmed after this long.
     outbox_grace_s: float = Field(default=10.0, ge=0)
+
+    @model_validator(mode="after")
+    def _tool_outputs_fit_the_run(self) -> Settings:
+        """A turn's tool outputs must fit Inngest's run state, and each must have room."""
+        total = self.max_tool_rounds * self.tool_round_budget_bytes
+        if total > TOOL_OUTPUT_STATE_BYTES:
+            raise ValueError(
+                f"MAX_TOOL_ROUNDS times TOOL_ROUND_BUDGET_BYTES is {total:,} bytes, more than the"
+                f" {TOOL_OUTPUT_STATE_BYTES:,} a turn's tool outputs may take of Inngest's 32 MB"
+                " run state: lower one of them"
+            )
+        if self.tool_round_budget_bytes // self.max_parallel_tool_calls < MIN_OUTPUT_BYTES:
+            raise ValueError(
+                f"TOOL_ROUND_BUDGET_BYTES leaves less than {MIN_OUTPUT_BYTES:,} bytes for each"
+                " of MAX_PARALLEL_TOOL_CALLS outputs: raise it, or lower MAX_PARALLEL_TOOL_CALLS"
+            )
+        return self
 
     def model_options(self, model: str) -> dict[str, Any]:
         """What a `provider:model` is made with: its provider's key and endpoint, when set."""

@@ -8,6 +8,7 @@ memoized step outputs, sees exactly what the first run saw.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -22,7 +23,7 @@ from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
 from agent.tools import ToolInputError
 from agent.usage import turn_usage
 from infra.events import EventSender
-from infra.large_outputs import LargeOutputs
+from infra.large_outputs import LARGE_OUTPUT_BYTES, LargeOutputs, output_bound
 from infra.runtime import Services
 from infra.store import approvals, jobs
 from infra.store.approvals import Decision
@@ -95,17 +96,22 @@ class HandoffJob:
             raise JobFailed(str(exc)) from exc
         plan: Plan = {"done": False, "pending": [], "opening": True}
         if turn.kind == "handoff":
-            plan = plan_from(state)
+            plan = plan_from(state, settings.max_parallel_tool_calls)
         return {"claimed": True, "payload": job.payload, **plan}
 
     async def run_tool(
-        self, call: dict[str, Any], decision: Decision | None = None, last_attempt: bool = False
+        self,
+        call: dict[str, Any],
+        decision: Decision | None = None,
+        last_attempt: bool = False,
+        bound: int = LARGE_OUTPUT_BYTES,
     ) -> ToolResult:
         """One tool call's result, stored once: a call that already ran is not run again.
 
         A call the tool cannot answer (no such tool, invalid arguments, a failure on the last
-        attempt) gets an `error` result for the model to read; an earlier failure raises, and
-        the step is retried.
+        attempt, a run past TOOL_TIMEOUT_S) gets an `error` result for the model to read; an
+        earlier failure raises, and the step is retried. The output takes at most `bound`
+        bytes of the step output (infra/large_outputs.py).
         """
         pool = await self.services.pool()
         thread_id = self.turn.thread_id
@@ -123,14 +129,24 @@ class HandoffJob:
             text = declined_text(call, decision)
             declined = ToolResult(id=call["id"], name=call["name"], content=text)
             return await store_result(pool, thread_id, declined)
+        timeout_s = self.services.settings.tool_timeout_s
+        # The step must end before the platform's timeout does: a tool that runs past its time
+        # is stopped (a synchronous tool's thread runs on unobserved; its output is dropped).
+        deadline = asyncio.timeout(timeout_s)
         try:
-            content = await self._invoke(call)
+            async with deadline:
+                content = await self._invoke(call)
         except ToolCallFailed as failed:
             error = ToolResult(
                 id=call["id"], name=call["name"], content=str(failed), status="error"
             )
             return await store_result(pool, thread_id, error)
         except Exception as exc:
+            if deadline.expired():
+                logger.warning(
+                    "tool stopped after its time budget", extra={**self.log, "timeout_s": timeout_s}
+                )
+                return await store_result(pool, thread_id, timed_out(call, timeout_s))
             if not last_attempt:
                 raise
             logger.exception("tool failed on its last attempt", extra=self.log)
@@ -139,10 +155,15 @@ class HandoffJob:
             return await store_result(pool, thread_id, error)
         result = ToolResult(id=call["id"], name=call["name"], content=content)
         shrunk = await self.large_outputs.shrink(
-            job_key=self.job_key, call_id=call["id"], name=call["name"], content=content
+            job_key=self.job_key,
+            call_id=call["id"],
+            name=call["name"],
+            content=content,
+            limit=bound,
         )
         if shrunk is not None:
             result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
+            result["note"] = shrunk["note"]
         return await store_result(pool, thread_id, result)
 
     async def _invoke(self, call: dict[str, Any]) -> str:
@@ -166,6 +187,11 @@ class HandoffJob:
                 f"Error: invalid arguments for {call['name']}: {problems}. Fix them and call again."
             ) from exc
         return str(output.content if isinstance(output, ToolMessage) else output)
+
+    def output_bound(self, calls: int) -> int:
+        """The bytes each output of a round that runs `calls` calls may take: the round's
+        budget shared evenly, so parallel steps that cannot see each other stay within it."""
+        return output_bound(self.services.settings.tool_round_budget_bytes, calls)
 
     def within_limit(
         self, calls: list[dict[str, Any]]
@@ -241,6 +267,17 @@ async def fail_job(services: Services, events: EventSender, job_key: str, data: 
     except ValidationError:
         return  # not a turn's event: no chat to free
     await send_queued_turns(pool, events, turn.chat_id, turn.assistant_id)
+
+
+def timed_out(call: dict[str, Any], timeout_s: float) -> ToolResult:
+    """The result of a call stopped after its time budget."""
+    return ToolResult(
+        id=call["id"],
+        name=call["name"],
+        content=f"Error: {call['name']} took longer than {timeout_s:g} s and was stopped.",
+        status="error",
+        note=f"Stopped: it took longer than {timeout_s:g} s.",
+    )
 
 
 def declined_text(call: dict[str, Any], decision: Decision) -> str:

@@ -33,9 +33,12 @@ logger = logging.getLogger(__name__)
 
 
 class Plan(TypedDict):
-    """What the function does next, as a step output (JSON)."""
+    """What the function does next, as a step output (JSON): kept small, since the run's state
+    holds every plan. It names the calls to answer and the arguments of those that run."""
 
     done: bool
+    # Each call's id and name; its args too unless it is past MAX_PARALLEL_TOOL_CALLS, which
+    # is answered without running (turns/job.py).
     pending: list[dict[str, Any]]
     # The job is no longer this run's (canceled, or taken over after the lease): stop quietly.
     stopped: NotRequired[bool]
@@ -43,9 +46,15 @@ class Plan(TypedDict):
     opening: NotRequired[bool]
 
 
-def plan_from(state: StateSnapshot) -> Plan:
+def plan_from(state: StateSnapshot, max_calls: int) -> Plan:
+    """The plan after `state`, with the arguments of the first `max_calls` calls only."""
     if TOOLS_NODE in state.next:
-        return {"done": False, "pending": pending_tool_calls(state.values["messages"])}
+        calls = pending_tool_calls(state.values["messages"])
+        pending = [
+            {"id": c["id"], "name": c["name"], **({"args": c["args"]} if n < max_calls else {})}
+            for n, c in enumerate(calls)
+        ]
+        return {"done": False, "pending": pending}
     return {"done": AGENT_NODE not in state.next, "pending": []}
 
 
@@ -100,7 +109,7 @@ class Rounds:
             await self._record_snapshot(conn, state)
             if marks:
                 await branches.mark_reply(conn, self.turn.reply_id, marks)
-        return plan_from(state)
+        return plan_from(state, self.services.settings.max_parallel_tool_calls)
 
     async def _record_snapshot(self, conn: Conn, state: StateSnapshot) -> None:
         snapshot = render_agent_snapshot(state_values(state)).to_metadata()
@@ -165,15 +174,17 @@ class Rounds:
 async def _apply(run: Run, state: StateSnapshot, results: list[ToolResult]) -> None:
     """The tool results as the tools node's output, with each call's progress completed."""
     calls = {c["id"]: c for c in pending_tool_calls(state.values["messages"])}
-    invocations: list[ToolInvocation] = [
-        {
+    invocations: list[ToolInvocation] = []
+    for r in results:
+        invocation: ToolInvocation = {
             "id": r["id"],
             "name": r["name"],
             "args": calls.get(r["id"], {}).get("args", {}),
             "status": "error" if r.get("status") == "error" else "completed",
         }
-        for r in results
-    ]
+        if note := r.get("note"):
+            invocation["note"] = note
+        invocations.append(invocation)
     tool_messages = [
         ToolMessage(
             content=r["content"],

@@ -349,6 +349,13 @@ function renderProgress(node, message) {
       text.className = 'chip-status';
       text.textContent = CHIP_TEXT[status] || status;
       chip.append(name, text);
+      // Said about the result: its output cut short, read as a preview, or stopped.
+      if (call.note) {
+        const note = document.createElement('span');
+        note.className = 'chip-note';
+        note.textContent = call.note;
+        chip.append(note);
+      }
       return chip;
     }),
   );

@@ -34,6 +34,15 @@ server roles against the app's real serve endpoint, over real HTTP:
   as a failed run (``LocalInngestUnsupported``) for a wait.
 * Cron schedules fire at the top of each UTC minute that matches (see its ``cron`` module for
   the syntax), while ``schedules=True``; ``fire()`` runs a cron function at once.
+* Limits (``limits``; Inngest's own unless ``LocalInngest(limits=...)`` sets smaller ones): a
+  step output over 4 MiB makes its attempt an error (``error validating generator opcode
+  <id>: step output size is greater than the limit``), retried like any other, then the run
+  fails; an output that would take the run's state (its event and every stored output) past
+  32 MiB fails the run at once (``InngestErrStateOverflowed``); a run that has stored 1,000
+  steps, or a response that plans more than 1,000, fails at once
+  (``InngestErrFunctionOverflowed``). Each failure emits ``inngest/function.failed``.
+  ``RunRecord.state_bytes`` and ``step_bytes`` say how much state a run holds, counted as
+  Inngest counts it.
 * Faults, for reliability tests: ``drop_step_output()`` discards the SDK's answer for a
   named step once it has run (a crash before the result was memoized), and
   ``refuse_events()`` makes the intake answer 503 (an Inngest outage).
@@ -53,6 +62,9 @@ NOT simulated (do not infer production behaviour from these):
   the function-level ``idempotency`` option.
 * ``RetryAfterError``'s ``retry-after`` time (the configured backoff is used), backoff
   jitter, ``use_api`` payload offloading, streaming responses, Connect.
+* Other limits: the event size (256 KiB on the free plan), step inputs, the 8 MiB response
+  body (``output_too_large``; an output that large fails here as over 4 MiB), the function's
+  return value counting towards the state, the 2-hour step timeout.
 * Concurrency keys other than ``event.<path>`` (checked at construction); ``account``
   and ``env`` scopes share slots only among functions of this instance.
 * Multiple apps, app sync/registration, the REST API, durable queues and persistence:
@@ -65,10 +77,10 @@ SDK neither verifies nor signs, and its runs are aborted. Everything runs on the
 loop that called ``start()``; serve the intake on that loop (``serve_intake``).
 
 Modules: ``executor`` (``LocalInngest``: events in, cancellation, the handles tests
-hold), ``driver`` (one run's requests, retries and memos), ``waits``, ``expressions``
-(and durations), ``targets`` (function configs), ``transport`` (one signed call to the
-serve endpoint), ``intake`` (the Event API, dedup), ``runs`` (run state, ``RunRecord``),
-``signing``, ``server`` (``serve_asgi`` and loopback sockets).
+hold), ``driver`` (one run's requests, retries and memos), ``limits``, ``waits``,
+``expressions`` (and durations), ``targets`` (function configs), ``transport`` (one signed
+call to the serve endpoint), ``intake`` (the Event API, dedup), ``runs`` (run state,
+``RunRecord``), ``signing``, ``server`` (``serve_asgi`` and loopback sockets).
 """
 
 from devkit.local_inngest.driver import FUNCTION_FAILED_EVENT
@@ -78,6 +90,7 @@ from devkit.local_inngest.executor import (
     LocalInngest,
 )
 from devkit.local_inngest.expressions import UnsupportedExpression
+from devkit.local_inngest.limits import Limits
 from devkit.local_inngest.runs import FUNCTION_ATTEMPT_KEY, RunRecord, RunStatus
 from devkit.local_inngest.server import loopback_socket, serve_asgi, socket_origin
 from devkit.local_inngest.signing import sign_body
@@ -90,6 +103,7 @@ __all__ = [
     "FUNCTION_CANCELLED_EVENT",
     "FUNCTION_FAILED_EVENT",
     "SCHEDULED_EVENT",
+    "Limits",
     "LocalInngest",
     "RunRecord",
     "RunStatus",

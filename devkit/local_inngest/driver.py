@@ -9,6 +9,14 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from devkit.local_inngest.expressions import lookup
+from devkit.local_inngest.limits import (
+    LimitExceeded,
+    Limits,
+    function_overflowed,
+    state_overflowed,
+    step_output_error,
+    stored_bytes,
+)
 from devkit.local_inngest.runs import (
     FUNCTION_ATTEMPT_KEY,
     AbortRunError,
@@ -23,8 +31,9 @@ from devkit.local_inngest.waits import WaitBook
 _log = logging.getLogger(__name__)
 
 FUNCTION_FAILED_EVENT = "inngest/function.failed"
-# Guards against an SDK/executor disagreement looping forever.
-_MAX_DISCOVERIES = 1000
+# Guards against an SDK/executor disagreement looping forever; above any step limit, which
+# ends a run first (Inngest's absolute maximum is 10,000 steps).
+_MAX_DISCOVERIES = 10_000
 
 
 class _Cancelled(Exception):
@@ -41,9 +50,11 @@ class Driver:
         waits: WaitBook,
         changed: Callable[[], None],
         emit: Callable[[str, JSONDict], None],
+        limits: Limits,
     ) -> None:
         if not backoff:
             raise ValueError("retry_backoff needs at least one delay")
+        self._limits = limits
         self._endpoint = endpoint
         self._backoff = tuple(backoff)
         self._waits = waits
@@ -69,6 +80,10 @@ class Driver:
         except AbortRunError as err:
             _log.error("run %s (%s) aborted: %s", run.run_id, run.target.fn_id, err)
             self._fail(run, error("LocalInngestUnsupported", str(err)))
+        except LimitExceeded as exceeded:
+            _log.error("run %s (%s) failed: %s", run.run_id, run.target.fn_id, exceeded)
+            if run.status == "running":
+                self._failed(run, exceeded.error)
         except Exception as err:
             # A crashed driver must still end the run, or wait_idle() would hang.
             _log.exception("run %s (%s) crashed", run.run_id, run.target.fn_id)
@@ -118,8 +133,9 @@ class Driver:
             if waits:
                 await self._park(run, [future for _, future in waits])
                 for op, future in waits:
-                    run.steps[str(op["id"])] = future.result()
-                    run.attempts[str(op.get("displayName") or op.get("id"))] = attempt + 1
+                    name = str(op.get("displayName") or op.get("id"))
+                    self._store(run, str(op["id"]), name, future.result(), check=False)
+                    run.attempts[name] = attempt + 1
         raise AbortRunError(f"no completion after {_MAX_DISCOVERIES} discovery requests")
 
     async def _job(
@@ -128,12 +144,15 @@ class Driver:
         attempt = 0
         while True:
             self._check_live(run)
+            if len(run.steps) >= self._limits.steps:
+                raise function_overflowed(self._limits)
             reply = await self._endpoint.call(
                 run, step_id, attempt, disable_immediate, self._concurrency(run)
             )
             self._check_live(run)
             if self._drop_output(reply):
                 reply = transport_error("output dropped")
+            reply = self._validated(reply)
             if not reply.retriable or attempt + 1 >= run.target.max_attempts:
                 return reply, attempt
             if reply.kind == "transport":
@@ -152,25 +171,51 @@ class Driver:
             run.parked = False
         self._check_live(run)
 
+    def _validated(self, reply: Reply) -> Reply:
+        """The reply as Inngest takes it: more planned steps than a run may have end the run;
+        a step output over the limit makes the attempt an error."""
+        if reply.kind != "ops":
+            return reply
+        if len(reply.body) > self._limits.steps:
+            raise function_overflowed(self._limits)
+        for op in reply.body:
+            if stored_bytes(_stored(op)) > self._limits.step_output_bytes:
+                return Reply("error", step_output_error(str(op.get("id"))), reply.no_retry)
+        return reply
+
     def _memoize(self, run: Run, op: JSONDict, attempt: int) -> None:
         kind, name = op.get("op"), str(op.get("displayName") or op.get("id"))
-        if kind == "StepRun":
-            run.steps[str(op["id"])] = {"data": op.get("data")}
-        elif kind in ("StepError", "StepFailed"):
-            run.steps[str(op["id"])] = {"error": error_from(op.get("error"))}
-        else:
+        if kind not in ("StepRun", "StepError", "StepFailed"):
             raise AbortRunError(
                 f"step {name!r} uses opcode {kind!r}, which LocalInngest does not run"
             )
+        stored = _stored(op)
+        self._store(run, str(op["id"]), name, stored)
         run.attempts[name] = attempt + 1
+
+    def _store(self, run: Run, step_id: str, name: str, value: object, check: bool = True) -> None:
+        """Keep a step's output in the run's state, unless it would take the state past the
+        limit (checked for outputs the SDK returned, as Inngest does)."""
+        size = stored_bytes(value)
+        # An output stored again replaces the first.
+        replaced = stored_bytes(run.steps[step_id]) if step_id in run.steps else 0
+        state = run.state_bytes - replaced + size
+        if check and state > self._limits.state_bytes:
+            raise state_overflowed(self._limits)
+        run.steps[step_id] = value
+        run.state_bytes = state
+        run.step_bytes[name] = size
 
     def _finish(self, run: Run, reply: Reply, attempt: int) -> None:
         run.attempts[FUNCTION_ATTEMPT_KEY] = attempt + 1
         if reply.kind == "done":
             run.status, run.output = "completed", reply.body
             return
-        run.status = "failed"
-        run.error = reply.body if reply.kind == "transport" else error_from(reply.body)
+        self._failed(run, reply.body if reply.kind == "transport" else error_from(reply.body))
+
+    def _failed(self, run: Run, err: JSONDict) -> None:
+        """The run failed as a function fails: ``inngest/function.failed`` reaches on_failure."""
+        run.status, run.error = "failed", err
         if not run.target.is_failure_handler:
             data = {
                 "function_id": run.target.fn_id,
@@ -212,3 +257,10 @@ class Driver:
                 _log.warning("dropping the output of step %r (fault injection)", name)
                 return True
         return False
+
+
+def _stored(op: JSONDict) -> object:
+    """What Inngest stores for a step op: its data, or its error, wrapped."""
+    if op.get("op") in ("StepError", "StepFailed"):
+        return {"error": error_from(op.get("error"))}
+    return {"data": op.get("data")}

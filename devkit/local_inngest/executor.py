@@ -17,6 +17,7 @@ from starlette.types import ASGIApp
 
 from devkit.local_inngest.driver import Driver
 from devkit.local_inngest.intake import EventLog, Intake, normalize_event
+from devkit.local_inngest.limits import Limits, stored_bytes
 from devkit.local_inngest.runs import JSONDict, Run, RunRecord, error
 from devkit.local_inngest.server import serve_asgi
 from devkit.local_inngest.targets import Target, build_targets
@@ -41,6 +42,7 @@ class LocalInngest:
         retry_backoff: Sequence[float] = (0.05, 0.2, 1.0),
         request_timeout: float = 120.0,
         schedules: bool = True,
+        limits: Limits | None = None,
     ) -> None:
         self.app_id = app_id
         self._endpoint = Endpoint(serve_url, signing_key, request_timeout)
@@ -56,7 +58,10 @@ class LocalInngest:
         self._live: dict[asyncio.Task[None], Run] = {}
         self._change = asyncio.Event()
         self._waits = WaitBook(self._changed)
-        self._driver = Driver(self._endpoint, retry_backoff, self._waits, self._changed, self._emit)
+        self.limits = limits or Limits()
+        self._driver = Driver(
+            self._endpoint, retry_backoff, self._waits, self._changed, self._emit, self.limits
+        )
         self._schedules = schedules
         self._scheduler: asyncio.Task[None] | None = None
         self._intake = Intake(event_key, self._accept, lambda: self._endpoint.is_open)
@@ -211,7 +216,10 @@ class LocalInngest:
     def _start_run(self, target: Target, event: JSONDict) -> str:
         if not self._endpoint.is_open:
             raise RuntimeError("LocalInngest.start() has not been awaited")
-        run = Run(run_id=str(uuid.uuid4()), event=event, target=target)
+        # The run's state starts with its events (one here: no batching).
+        run = Run(
+            run_id=str(uuid.uuid4()), event=event, target=target, state_bytes=stored_bytes([event])
+        )
         self._runs.append(run)
         task = asyncio.get_running_loop().create_task(self._driver.drive(run))
         self._live[task] = run

@@ -27,6 +27,10 @@ class RunRecord:
     error: Mapping[str, Any] | None = None
     # Step display name (or FUNCTION_ATTEMPT_KEY) -> attempts used by its final outcome.
     attempts: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # The run's state as Inngest counts it (its event and every stored step output), and each
+    # stored step's share of it by display name, in bytes (see ``limits``).
+    state_bytes: int = 0
+    step_bytes: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(eq=False)
@@ -40,6 +44,8 @@ class Run:
     attempts: dict[str, int] = dataclasses.field(default_factory=dict)
     # Insertion order doubles as the memo stack the SDK receives.
     steps: JSONDict = dataclasses.field(default_factory=dict)
+    state_bytes: int = 0
+    step_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
     # Monotonic start, for cancel clauses with a timeout.
     started: float = dataclasses.field(default_factory=time.monotonic)
     # The driver has nothing to do but await wait_for_event outputs.
@@ -56,6 +62,8 @@ class Run:
             output=self.output,
             error=dict(self.error) if self.error is not None else None,
             attempts=dict(self.attempts),
+            state_bytes=self.state_bytes,
+            step_bytes=dict(self.step_bytes),
         )
 
 

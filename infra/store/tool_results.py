@@ -15,12 +15,12 @@ from infra.db import Pool
 from infra.large_outputs import OutputRef
 
 FETCH_SQL = """
-select tool_call_id as id, name, content, artifact, status from handoff.tool_results
+select tool_call_id as id, name, content, artifact, status, note from handoff.tool_results
 where thread_id = %s and tool_call_id = %s
 """
 STORE_SQL = """
-insert into handoff.tool_results (thread_id, tool_call_id, name, content, artifact, status)
-values (%s, %s, %s, %s, %s, %s)
+insert into handoff.tool_results (thread_id, tool_call_id, name, content, artifact, status, note)
+values (%s, %s, %s, %s, %s, %s, %s)
 on conflict (thread_id, tool_call_id) do nothing
 """
 
@@ -32,6 +32,9 @@ class ToolResult(TypedDict):
     artifact: NotRequired[OutputRef | None]  # where a large output is (content is its preview)
     # `error`: the tool could not answer; `content` tells the model why, in a line.
     status: NotRequired[Literal["success", "error"]]
+    # What the user is told when `content` is not the tool's whole output (cut short, a
+    # preview, stopped after its time budget).
+    note: NotRequired[str | None]
 
 
 async def fetch_result(pool: Pool, thread_id: str, tool_call_id: str) -> ToolResult | None:
@@ -45,6 +48,7 @@ async def fetch_result(pool: Pool, thread_id: str, tool_call_id: str) -> ToolRes
         content=row["content"],
         artifact=row["artifact"],
         status=row["status"],
+        note=row["note"],
     )
 
 
@@ -61,6 +65,7 @@ async def store_result(pool: Pool, thread_id: str, result: ToolResult) -> ToolRe
                 result["content"],
                 None if artifact is None else Jsonb(artifact),
                 result.get("status", "success"),
+                result.get("note"),
             ),
         )
     stored = await fetch_result(pool, thread_id, result["id"])

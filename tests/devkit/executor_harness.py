@@ -12,7 +12,7 @@ import fastapi
 import inngest
 import inngest.fast_api
 
-from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
+from devkit.local_inngest import Limits, LocalInngest, loopback_socket, serve_asgi, socket_origin
 
 SERVE_PATH = "/api/inngest"
 
@@ -33,6 +33,7 @@ async def served_functions(
     build: Callable[[inngest.Inngest], list[inngest.Function[Any]]],
     *,
     retry_backoff: Sequence[float],
+    limits: Limits | None = None,
 ) -> AsyncIterator[Served]:
     """The functions `build` makes on a signed production client, served and driven locally.
 
@@ -60,6 +61,7 @@ async def served_functions(
         app_id=app_id,
         retry_backoff=retry_backoff,
         schedules=False,
+        limits=limits,
     )
     async with (
         local,

@@ -179,3 +179,20 @@ async def test_without_logical_decoding_it_polls_and_still_finishes(
     [reply] = await fetch(replica_database_url, REPLY_SQL + " and chat_id = %s", DEMO_CHAT_ID)
     assert reply["status"] == "completed"
     assert chat.out.rstrip("\n").endswith(reply["content"].rsplit("\n", 1)[-1])
+
+
+async def test_a_tool_stopped_after_its_time_shows_as_failed_and_why(
+    logical_database_url: str,
+) -> None:
+    # GIVEN a dev server whose tools may run half a second
+    async with handoff_dev(
+        logical_database_url, SCRIPTED_TOKEN_DELAY_MS="5", TOOL_TIMEOUT_S="0.5"
+    ) as origin:
+        # WHEN a message asks for a 30 s sleep
+        chat = await handoff_chat(origin, "/sleep 30\nAnd then?")
+    assert chat.status == 0, chat.err
+    # THEN the person sees the tool failed, with the progress entry's note
+    assert "  … sleep failed (Stopped: it took longer than 0.5 s.)" in chat.out.split("\n")
+    [reply] = await fetch(logical_database_url, REPLY_SQL)
+    assert reply["status"] == "completed"
+    assert "sleep took longer than 0.5 s and was stopped." in reply["content"]

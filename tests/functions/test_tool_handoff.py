@@ -295,3 +295,59 @@ async def test_calls_past_the_rounds_limit_are_answered_not_run(database_url: st
     assert message["status"] == "completed"
     progress = message["metadata"]["snapshot"]["progress"]
     assert [p["status"] for p in progress] == ["completed", "completed", "error"]
+
+
+async def test_a_call_past_the_limit_leaves_its_arguments_out_of_the_plan(
+    database_url: str,
+) -> None:
+    # GIVEN one call allowed per round, and a second round whose refused call carries 12 KB
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, max_parallel_tool_calls=1) as stack:
+        padding = "x" * 12_000
+        content = f'/calc 1+1\n/then\n/calc 2+2\n/calc {{"input": "3+3", "pad": "{padding}"}}'
+        await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": content})
+        await stack.executor.wait_idle()
+        run = stack.handoff_run()
+    # THEN the plan that names it (the first model round's output) stays small: the call is
+    # answered without running, so its arguments need not travel
+    assert run.status == "completed", run.error
+    assert run.step_bytes["model-round-0"] < 1024
+    answers = [(m.status, str(m.content)) for m in await tool_messages(database_url, chat_id)]
+    assert answers[:2] == [("success", "2"), ("success", "4")]
+    assert answers[2][0] == "error"
+
+
+async def test_a_tool_past_its_time_budget_is_stopped_and_answered(database_url: str) -> None:
+    # GIVEN tools that may run 0.5 s, and a model that asks for a 30 s sleep and a sum
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, tool_timeout_s=0.5) as stack:
+        content = "/sleep 30\n/calc 6*7"
+        await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": content})
+        await stack.executor.wait_idle(timeout=20)
+        run = stack.handoff_run()
+        history = await stack.http.get(
+            f"/api/chat/{chat_id}/history",
+            headers={"Authorization": f"Bearer {token_for(user_id)}"},
+        )
+    # THEN the sleep was stopped on its first attempt, not retried, and the turn went on
+    assert run.status == "completed", run.error
+    sleep_id, calc_id = [m.tool_call_id for m in await tool_messages(database_url, chat_id)]
+    assert run.attempts[f"tool-{sleep_id}"] == 1
+    # AND the model read that it took too long
+    answers = [(m.status, str(m.content)) for m in await tool_messages(database_url, chat_id)]
+    assert answers == [
+        ("error", "Error: sleep took longer than 0.5 s and was stopped."),
+        ("success", "42"),
+    ]
+    # AND the user sees the sleep failed, and why
+    [reply] = [m for m in history.json()["messages"] if m["role"] == "assistant"]
+    assert reply["status"] == "completed"
+    assert reply["progress"] == [
+        {
+            "id": sleep_id,
+            "name": "sleep",
+            "status": "error",
+            "note": "Stopped: it took longer than 0.5 s.",
+        },
+        {"id": calc_id, "name": "calc", "status": "completed"},
+    ]
