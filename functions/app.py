@@ -18,6 +18,7 @@ from agent.model import check_model
 from agent.tools import demo_tools
 from functions.outbox_relay import create_outbox_relay
 from functions.tool_handoff import create_tool_handoff
+from infra import telemetry
 from infra.events import create_inngest_client
 from infra.runtime import Services
 from infra.settings import Settings
@@ -43,6 +44,7 @@ def serve_functions(
         path=INNGEST_PATH,
         enabled=not services.settings.inngest_is_dev_server,
     )
+    app.add_middleware(FlushTelemetry)
     functions = [
         create_tool_handoff(client, services, tools),
         create_outbox_relay(client, services),
@@ -56,6 +58,21 @@ def serve_functions(
 
 
 SIGNATURE_MAX_AGE_S = 300
+
+
+class FlushTelemetry:
+    """Each step call's spans and metrics leave before its answer does: once Mangum returns
+    it, Lambda may freeze the process until the next call, or for good."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if scope["type"] == "http":
+                await telemetry.flush_on_lambda()
 
 
 class FreshInngestSignature:

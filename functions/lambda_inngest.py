@@ -10,6 +10,8 @@ from mangum import Mangum
 from functions.app import create_inngest_app
 from infra.logs import configure_logging
 from infra.secrets import load_settings
+from infra.telemetry import setup_telemetry
 
 configure_logging()
+setup_telemetry()  # OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT is set; else nothing
 handler = Mangum(create_inngest_app(load_settings()), lifespan="off")

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from agent.tools import requires_approval
 from functions.approvals import await_decision
+from infra import telemetry
 from infra.events import CANCEL_EVENT, HANDOFF_EVENT
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
@@ -86,7 +87,7 @@ async def run_steps(
     ctx: inngest.Context, job: HandoffJob, events: inngest.Inngest
 ) -> dict[str, Any]:
     """The plan: claim, then tools and a model round until the model is done, then finalize."""
-    claim = await ctx.step.run("claim", _step_body(job.claim))
+    claim = await ctx.step.run("claim", _step_body(job.claim, job, "claim", ctx.attempt))
     if not claim["claimed"]:
         logger.info("job already taken or finished; nothing to do", extra=job.log)
         return {"status": "skipped"}
@@ -97,9 +98,8 @@ async def run_steps(
     # A step's last attempt ends the job with the failure's plain words instead of raising.
     last_attempt = ctx.attempt >= RETRIES
     if plan.get("opening"):
-        plan = await ctx.step.run(
-            "model-round-opening", _step_body(job.rounds.open), ctx.attempt, last_attempt
-        )
+        opening = _step_body(job.rounds.open, job, "model round", ctx.attempt)
+        plan = await ctx.step.run("model-round-opening", opening, ctx.attempt, last_attempt)
     round_no = 0
     while not plan["done"]:
         calls, refused = job.within_limit(plan["pending"])
@@ -119,7 +119,17 @@ async def run_steps(
             partial(
                 ctx.step.run,
                 f"tool-{call['id']}",
-                job.run_tool,
+                _step_body(
+                    job.run_tool,
+                    job,
+                    f"execute_tool {call['name']}",
+                    ctx.attempt,
+                    {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": call["name"],
+                        "gen_ai.tool.call.id": call["id"],
+                    },
+                ),
                 call,
                 decisions.get(call["id"]),
                 last_attempt,
@@ -132,7 +142,9 @@ async def run_steps(
             results += await ctx.step.run(f"refuse-calls-{round_no}", job.refuse, refused)
         plan = await ctx.step.run(
             f"model-round-{round_no}",
-            _step_body(job.rounds.resume),
+            _step_body(
+                job.rounds.resume, job, "model round", ctx.attempt, {"handoff.round": round_no}
+            ),
             results,
             ctx.attempt,
             last_attempt,
@@ -141,22 +153,43 @@ async def run_steps(
     if plan.get("stopped"):
         logger.info("job canceled or taken over; stopping", extra=job.log)
         return {"status": "stopped", "rounds": round_no}
-    await ctx.step.run("finalize", job.finalize, events)
+    await ctx.step.run("finalize", _step_body(job.finalize, job, "finalize", ctx.attempt), events)
     return {"status": "completed", "rounds": round_no}
 
 
-def _step_body(body: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    """The step body, its failures said in Inngest's terms: one no retry can mend is
-    non-retriable, a busy provider's retried after the time it asked for."""
+def _step_body(
+    body: Callable[P, Awaitable[R]],
+    job: HandoffJob,
+    span: str,
+    attempt: int,
+    attributes: dict[str, str | int] | None = None,
+) -> Callable[P, Awaitable[R]]:
+    """The step body as a span of its turn's trace (`span`; a retry is another span, its
+    `handoff.attempt` counting from 0), its failures said in Inngest's terms: one no retry
+    can mend is non-retriable, a busy provider's retried after the time it asked for."""
 
     async def step(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return await body(*args, **kwargs)
-        except JobFailed as exc:
-            raise inngest.NonRetriableError(str(exc)) from exc
-        except RetryLater as exc:
-            if exc.after_s is None:
-                raise
-            raise inngest.RetryAfterError(str(exc), timedelta(seconds=exc.after_s)) from exc
+        with telemetry.tracer.start_as_current_span(
+            span,
+            context=telemetry.context_of(job.turn.trace),
+            attributes={
+                **job.turn.attributes,
+                "handoff.job.id": job.job_key,
+                "handoff.attempt": attempt,
+                **(attributes or {}),
+            },
+        ):
+            return await _inngest_terms(body, *args, **kwargs)
 
     return step
+
+
+async def _inngest_terms(body: Callable[P, Awaitable[R]], *args: P.args, **kwargs: P.kwargs) -> R:
+    try:
+        return await body(*args, **kwargs)
+    except JobFailed as exc:
+        raise inngest.NonRetriableError(str(exc)) from exc
+    except RetryLater as exc:
+        if exc.after_s is None:
+            raise
+        raise inngest.RetryAfterError(str(exc), timedelta(seconds=exc.after_s)) from exc

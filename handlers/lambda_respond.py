@@ -7,6 +7,8 @@ RESPONSE_STREAM mode. Only the quick path is imported: a cold start pays for eve
 from handlers.app import create_app
 from infra.logs import configure_logging
 from infra.secrets import load_settings
+from infra.telemetry import setup_telemetry
 
 configure_logging()
+setup_telemetry()  # OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT is set; else nothing
 app = create_app(load_settings(), docs=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
@@ -10,6 +11,7 @@ from uuid import UUID
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
+from opentelemetry import trace
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 from starlette.types import Receive, Scope, Send
@@ -20,6 +22,7 @@ from handlers.auth import AuthUser
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.sse import SSE_HEADERS, sse
+from infra import telemetry
 from infra.events import send_cancel
 from infra.settings import Settings
 from infra.store import branches
@@ -83,6 +86,7 @@ def _queued_response(turn: Turn) -> StreamingResponse:
 async def respond(
     body: RespondRequest, user: CurrentUser, services: ServicesDep, request: Request
 ) -> StreamingResponse:
+    started = time.perf_counter()
     settings = services.settings
     if len(body.content) > settings.max_content_chars:
         raise ApiError(413, "content_too_large", "The message is too long.")
@@ -100,20 +104,34 @@ async def respond(
             message_id=body.edit_of,
         )
     turn = _new_turn(body, user, settings, edit)
+    # The turn's trace begins here and goes with it, into the background too.
+    span = telemetry.tracer.start_span(
+        "invoke_agent handoff",
+        attributes={"gen_ai.operation.name": "invoke_agent", **turn.attributes},
+    )
+    turn = turn.model_copy(update={"trace": telemetry.carrier(span)})
     tools = request.app.state.tools
-    # Both stand between the request and its first token and neither needs the other, so the
-    # thread's history loads while the user's message is stored. If the chat turns out not to
-    # be the caller's, the history is dropped unread: nothing of it reaches the response.
-    run = asyncio.create_task(load_run(pool, turn, tools, settings))
-    try:
-        slot = await start_turn(
-            pool, user.claims, turn, strategy=body.multitask_strategy, lease_s=settings.turn_lease_s
-        )
-    except BaseException:
-        _drop(run)
-        raise
+    with trace.use_span(span):
+        # Both stand between the request and its first token and neither needs the other, so
+        # the thread's history loads while the user's message is stored. If the chat turns out
+        # not to be the caller's, the history is dropped unread: none of it reaches the response.
+        run = asyncio.create_task(load_run(pool, turn, tools, settings))
+        try:
+            slot = await start_turn(
+                pool,
+                user.claims,
+                turn,
+                strategy=body.multitask_strategy,
+                lease_s=settings.turn_lease_s,
+            )
+        except BaseException:
+            _drop(run)
+            span.end()
+            raise
     if slot.queued:
         _drop(run)
+        span.set_attribute("handoff.queued", True)
+        span.end()
         return _queued_response(turn)
     state = request.app.state
     stopped = slot.interrupted
@@ -127,7 +145,10 @@ async def respond(
         )
         _keep(state.turns, asyncio.create_task(stop))
     return _relay(
-        state.turns, lambda emit: run_turn(turn, services, state.events, tools, emit, run=run)
+        state.turns,
+        lambda emit: run_turn(
+            turn, services, state.events, tools, emit, run=run, span=span, started=started
+        ),
     )
 
 
@@ -150,6 +171,8 @@ def _relay(
     async def stream() -> AsyncIterator[bytes]:
         while (item := await queue.get()) is not None:
             yield item
+        # Before the response ends, after which Lambda may freeze the process.
+        await telemetry.flush_on_lambda()
 
     return TurnResponse(stream(), turn=task)
 

@@ -11,17 +11,20 @@ as it was.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.messages import AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import StateSnapshot
+from opentelemetry.trace import SpanKind, StatusCode
 
 from agent.graph import (
     AGENT_NODE,
@@ -40,6 +43,7 @@ from agent.state import (
     readable_schema,
 )
 from agent.threads import thread_config
+from infra import telemetry
 from infra.db import Conn, Pool
 from infra.settings import Settings
 from infra.store import branches
@@ -63,6 +67,7 @@ class Run:
     memory: InMemorySaver
     known: str | None  # the seeded checkpoint's id; None for a new thread
     config: RunnableConfig
+    model: str  # `provider:model`, or `scripted`
 
     async def state(self) -> StateSnapshot:
         return await self.graph.aget_state(self.config)
@@ -72,8 +77,40 @@ class Run:
 
         Should the answer still stream at `deadline` (the event loop's clock), it stops there:
         what was shown becomes the answer, marked as cut short for time, and the run ends
-        cleanly instead of being killed by the platform mid-write and run again.
+        cleanly instead of being killed by the platform mid-write and run again. Traced as the
+        GenAI `chat` span of the model call, with its usage.
         """
+        started = time.perf_counter()
+        span = telemetry.tracer.start_span(
+            f"chat {self.model}",
+            kind=SpanKind.CLIENT,
+            attributes={"gen_ai.operation.name": "chat", **telemetry.model_attributes(self.model)},
+        )
+        first = True
+        try:
+            async for text in self._text_until(graph_input, deadline):
+                if first:
+                    first = False
+                    span.set_attribute(
+                        "gen_ai.response.time_to_first_chunk", telemetry.since(started)
+                    )
+                yield text
+            if telemetry.enabled():
+                usage = _last_usage(await self.state())
+                if usage is not None:
+                    span.set_attribute("gen_ai.usage.input_tokens", usage["input_tokens"])
+                    span.set_attribute("gen_ai.usage.output_tokens", usage["output_tokens"])
+                telemetry.record_usage(self.model, usage, telemetry.since(started))
+        except Exception as exc:
+            span.record_exception(exc)
+            span.set_status(StatusCode.ERROR, type(exc).__name__)
+            raise
+        finally:
+            span.end()
+
+    async def _text_until(
+        self, graph_input: AgentState | None, deadline: float
+    ) -> AsyncIterator[str]:
         stream = stream_agent_text(self.graph, graph_input, self.config)
         shown: list[str] = []
         try:
@@ -92,6 +129,13 @@ class Run:
         await self.graph.aupdate_state(self.config, out_of_time("".join(shown)), as_node=AGENT_NODE)
 
 
+def _last_usage(state: StateSnapshot) -> UsageMetadata | None:
+    """What the run's last model call reported it used."""
+    messages = state.values.get("messages", [])
+    last = messages[-1] if messages else None
+    return last.usage_metadata if isinstance(last, AIMessage) else None
+
+
 async def load_run(pool: Pool, turn: Turn, tools: Sequence[BaseTool], settings: Settings) -> Run:
     """The turn's graph on the thread's latest checkpoint; for an edit, on the checkpoint the
     edited message's turn started from (none when that message began the thread)."""
@@ -100,12 +144,13 @@ async def load_run(pool: Pool, turn: Turn, tools: Sequence[BaseTool], settings: 
     known = None
     if edit is None or edit.base_checkpoint_id is not None:
         base = edit.base_checkpoint_id if edit else None
-        known = await load_latest_into_memory(durable_saver(pool), memory, turn.thread_id, base)
+        with telemetry.tracer.start_as_current_span("load history"):
+            known = await load_latest_into_memory(durable_saver(pool), memory, turn.thread_id, base)
     graph = _graph(turn, tools, memory, settings)
     config = thread_config(turn.thread_id)
     if turn.run_id:
         config["run_id"] = uuid.UUID(turn.run_id)
-    return Run(graph, memory, known, config)
+    return Run(graph, memory, known, config, str(turn.model_spec.get("model", "")))
 
 
 async def durable_state(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,6 +23,7 @@ from agent.graph import state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
 from agent.tools import ToolInputError
 from agent.usage import turn_usage
+from infra import telemetry
 from infra.events import EventSender
 from infra.large_outputs import LARGE_OUTPUT_BYTES, LargeOutputs, output_bound
 from infra.runtime import Services
@@ -80,6 +82,8 @@ class HandoffJob:
         if job is None:
             return {"claimed": False, "done": True, "pending": [], "payload": {}}
         turn = Turn.model_validate(job.payload)
+        if job.attempt == 1 and turn.handed_off_at is not None:
+            telemetry.RESUME_OVERHEAD.record(max(0.0, time.time() - turn.handed_off_at))
         state = await durable_state(pool, turn, self.tools, settings)
         try:
             check_schema(state)
@@ -128,7 +132,7 @@ class HandoffJob:
         if decision is not None and not decision["approved"]:
             text = declined_text(call, decision)
             declined = ToolResult(id=call["id"], name=call["name"], content=text)
-            return await store_result(pool, thread_id, declined)
+            return await self._keep(declined)
         timeout_s = self.services.settings.tool_timeout_s
         # The step must end before the platform's timeout does: a tool that runs past its time
         # is stopped (a synchronous tool's thread runs on unobserved; its output is dropped).
@@ -140,19 +144,19 @@ class HandoffJob:
             error = ToolResult(
                 id=call["id"], name=call["name"], content=str(failed), status="error"
             )
-            return await store_result(pool, thread_id, error)
+            return await self._keep(error)
         except Exception as exc:
             if deadline.expired():
                 logger.warning(
                     "tool stopped after its time budget", extra={**self.log, "timeout_s": timeout_s}
                 )
-                return await store_result(pool, thread_id, timed_out(call, timeout_s))
+                return await self._keep(timed_out(call, timeout_s))
             if not last_attempt:
                 raise
             logger.exception("tool failed on its last attempt", extra=self.log)
             text = f"Error: {call['name']} failed ({type(exc).__name__}) on every retry."
             error = ToolResult(id=call["id"], name=call["name"], content=text, status="error")
-            return await store_result(pool, thread_id, error)
+            return await self._keep(error)
         result = ToolResult(id=call["id"], name=call["name"], content=content)
         shrunk = await self.large_outputs.shrink(
             job_key=self.job_key,
@@ -164,7 +168,15 @@ class HandoffJob:
         if shrunk is not None:
             result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
             result["note"] = shrunk["note"]
-        return await store_result(pool, thread_id, result)
+        return await self._keep(result)
+
+    async def _keep(self, result: ToolResult) -> ToolResult:
+        """Store a call's result, counted by tool and status; the stored one (first wins)."""
+        status = result.get("status", "success")
+        telemetry.TOOL_CALLS.add(
+            1, {"gen_ai.tool.name": result["name"], "handoff.tool.status": status}
+        )
+        return await store_result(await self.services.pool(), self.turn.thread_id, result)
 
     async def _invoke(self, call: dict[str, Any]) -> str:
         """The tool's output; ToolCallFailed when the call itself is wrong."""

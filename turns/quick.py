@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from langchain_core.tools import BaseTool
 from langgraph.types import StateSnapshot
+from opentelemetry import trace
+from opentelemetry.trace import Span
 
 from agent.errors import classify
 from agent.graph import TOOLS_NODE, state_values
@@ -24,6 +27,7 @@ from agent.snapshot import (
     render_agent_snapshot,
 )
 from agent.usage import turn_usage
+from infra import telemetry
 from infra.db import Conn, Pool
 from infra.events import EventSender, send_handoff
 from infra.runtime import Services
@@ -54,9 +58,27 @@ async def run_turn(
     tools: list[BaseTool],
     emit: Emit,
     run: Awaitable[Run] | None = None,
+    span: Span | None = None,
+    started: float | None = None,
 ) -> None:
     """Stream the turn through `emit`. `run` may already be loading (the route starts it while
-    it stores the user's message); without it, the turn loads it first."""
+    it stores the user's message); without it, the turn loads it first. `span`: the turn's
+    trace span, which ends with this; `started`: when its request began (perf_counter)."""
+    started = time.perf_counter() if started is None else started
+    span = span or telemetry.tracer.start_span("invoke_agent handoff", attributes=turn.attributes)
+    with trace.use_span(span, end_on_exit=True):
+        await _run_turn(turn, services, events, tools, emit, run, started)
+
+
+async def _run_turn(
+    turn: Turn,
+    services: Services,
+    events: EventSender,
+    tools: list[BaseTool],
+    emit: Emit,
+    run: Awaitable[Run] | None,
+    started: float,
+) -> None:
     deadline = asyncio.get_running_loop().time() + services.settings.quick_budget_s
     await emit("metadata", turn.stream_metadata())
     pool = await services.pool()
@@ -64,7 +86,7 @@ async def run_turn(
     try:
         if run is None:
             run = load_run(pool, turn, tools, services.settings)
-        if await _stream_and_store(turn, services, events, emit, await run, deadline):
+        if await _stream_and_store(turn, services, events, emit, await run, deadline, started):
             return  # handed off: the job goes on in the background
     except Interrupted:
         await emit("error", {"code": "interrupted", "message": INTERRUPTED})
@@ -102,7 +124,13 @@ async def _renew_lease(pool: Pool, turn: Turn, every_s: float) -> None:
 
 
 async def _stream_and_store(
-    turn: Turn, services: Services, events: EventSender, emit: Emit, run: Run, deadline: float
+    turn: Turn,
+    services: Services,
+    events: EventSender,
+    emit: Emit,
+    run: Run,
+    deadline: float,
+    started: float,
 ) -> bool:
     """True when the turn handed off to the background."""
     pool = await services.pool()
@@ -119,7 +147,10 @@ async def _stream_and_store(
     )
     async for text in run.text(graph_input, deadline):
         await emit("token", {"text": text})
+        if not draft.text:
+            telemetry.FIRST_TOKEN.record(telemetry.since(started))
         await draft.append(text)
+    telemetry.DRAFT_WRITES.record(draft.writes, {"handoff.path": "quick"})
     state = await run.state()
     snapshot = render_agent_snapshot(state_values(state))
     if snapshot.cut_short == "time":
@@ -130,8 +161,9 @@ async def _stream_and_store(
     else:
         draft.discard()  # the content is final next
     try:
-        async with pool.connection() as conn, conn.transaction():
-            payload = await _store(conn, turn, run, state, snapshot)
+        with telemetry.tracer.start_as_current_span("persist"):
+            async with pool.connection() as conn, conn.transaction():
+                payload = await _store(conn, turn, run, state, snapshot)
     except _SlotLost:
         # Canceled, or another message took over: the user keeps what they saw, the thread
         # gets nothing of this turn.
@@ -147,8 +179,12 @@ async def _stream_and_store(
     # with the same id, which Inngest deduplicates.
     await emit("handoff", turn.handoff_event())
     try:
-        await send_handoff(events, turn.job_key, payload)
-        await outbox.mark_sent(pool, [turn.job_key])
+        with telemetry.tracer.start_as_current_span(
+            "handoff", attributes={"handoff.job.id": turn.job_key}
+        ):
+            await send_handoff(events, turn.job_key, payload)
+            await outbox.mark_sent(pool, [turn.job_key])
+        telemetry.HANDOFF_LATENCY.record(telemetry.since(started))
     except Exception:
         logger.exception("handoff event not sent; left in the outbox", extra=turn.log)
     return True

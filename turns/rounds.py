@@ -20,6 +20,7 @@ from agent.errors import classify
 from agent.graph import AGENT_NODE, TOOLS_NODE, pending_tool_calls, state_values
 from agent.snapshot import PARAGRAPH_BREAK, render_agent_snapshot, turn_text
 from agent.state import AgentState, ToolInvocation
+from infra import telemetry
 from infra.db import Conn
 from infra.runtime import Services
 from infra.store import branches, jobs, messages
@@ -167,6 +168,7 @@ class Rounds:
             await writer.append(text)
         await writer.flush()
         logger.info("model round streamed", extra={**self.log, "draft_writes": writer.writes})
+        telemetry.DRAFT_WRITES.record(writer.writes, {"handoff.path": "background"})
         if state_values(await run.state()).get("cut_short") == "time":
             logger.warning("model round stopped at its time budget", extra=self.log)
 

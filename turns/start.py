@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from agent.snapshot import STOPPED_TEXT
+from infra import telemetry
 from infra.db import Conn, Pool
 from infra.events import EventSender, send_handoff
 from infra.store import jobs, messages, outbox
@@ -54,6 +55,22 @@ async def start_turn(
     assert turn.user_message_id is not None
     assert turn.content is not None
     request = SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id, turn.reply_id)
+    with telemetry.tracer.start_as_current_span(
+        "store message", attributes={"handoff.strategy": strategy}
+    ):
+        return await _start(pool, claims, turn, request, strategy, lease_s)
+
+
+async def _start(
+    pool: Pool,
+    claims: dict[str, Any],
+    turn: Turn,
+    request: SlotRequest,
+    strategy: Strategy,
+    lease_s: float,
+) -> Slot:
+    assert turn.user_message_id is not None
+    assert turn.content is not None
     async with pool.connection() as conn, conn.transaction():
         took = await jobs.take_slot(conn, request)
         # The user's part, under RLS: unless the chat is theirs, all of this rolls back.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,6 +37,11 @@ class Turn(BaseModel):
     # Absent from jobs stored before turns carried them; a `turn` job always has both.
     user_message_id: MessageId | None = None
     content: str | None = None
+    # The W3C trace context of the request that began the turn (infra/telemetry.py): every
+    # step of the background run, a replay's included, joins that trace.
+    trace: dict[str, str] = Field(default_factory=dict)
+    # When the quick path handed off (epoch seconds): the background measures its delay.
+    handed_off_at: float | None = None
     # Not in the payload. The job's key, which is also its event's id; the quick path's
     # LangGraph run; the user message an edit replaces.
     job_key: str = Field(default="", exclude=True)
@@ -56,7 +62,13 @@ class Turn(BaseModel):
 
     def paused_at(self, checkpoint_id: str | None) -> Turn:
         """The turn handed off at `checkpoint_id`, for the background to resume."""
-        return self.model_copy(update={"checkpoint_id": checkpoint_id or "", "kind": "handoff"})
+        return self.model_copy(
+            update={
+                "checkpoint_id": checkpoint_id or "",
+                "kind": "handoff",
+                "handed_off_at": time.time(),
+            }
+        )
 
     def waiting(self) -> Turn:
         """The turn enqueued behind another job: the background runs all of it."""
@@ -78,4 +90,12 @@ class Turn(BaseModel):
             "assistantMessageId": str(self.root_message_id),
             "eventId": self.job_key,
             "status": "queued",
+        }
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        """What its spans say about the turn: the chat (GenAI's conversation), the reply."""
+        return {
+            "gen_ai.conversation.id": str(self.chat_id),
+            "handoff.message.id": str(self.root_message_id),
         }

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from infra import telemetry
 from infra.db import Conn, Pool
 from infra.store.ids import ChatId, MessageId
 
@@ -153,8 +154,11 @@ class DraftWriter:
             "seq": self._seq,
         }
         try:
-            async with self._pool.connection() as conn:
-                await conn.execute(UPSERT_DRAFT_SQL, params)
+            with telemetry.tracer.start_as_current_span(
+                "draft write", attributes={"handoff.draft.seq": self._seq}
+            ):
+                async with self._pool.connection() as conn:
+                    await conn.execute(UPSERT_DRAFT_SQL, params)
         except Exception:
             if not self._best_effort:
                 raise

@@ -36,6 +36,7 @@ from uuid import UUID
 
 from psycopg.types.json import Jsonb
 
+from infra import telemetry
 from infra.db import Conn, Pool
 from infra.events import HANDOFF_EVENT
 from infra.store import messages
@@ -118,7 +119,7 @@ where idempotency_key = %(key)s and kind <> 'quick'
   and (status in ('queued', 'error')
        or (status = 'processing'
            and (run_id = %(run_id)s or updated_at < now() - make_interval(secs => %(lease_s)s))))
-returning id, root_message_id, payload
+returning id, root_message_id, payload, attempt
 """
 # Only a job still running completes: a canceled one keeps the text it had when canceled.
 # The job's figures for operators: how many tool calls its turn made, and how long it took
@@ -130,19 +131,20 @@ set status = 'completed', error = null, updated_at = now(),
       'toolCalls', %s::int,
       'durationMs', round(extract(epoch from now() - created_at) * 1000))
 where idempotency_key = %s and status = 'processing'
-returning id
+returning id, extract(epoch from now() - created_at)::float8 as seconds
 """
 # Only a live job can fail: a late report (another run's, one after a replay succeeded, the
 # failure handler after the function already failed the job itself) must not undo its end.
 FAIL_SQL = """
 update public.job_runs set status = 'error', error = %s, updated_at = now()
 where idempotency_key = %s and status in ('queued', 'processing')
-returning root_message_id
+returning root_message_id, kind, extract(epoch from now() - created_at)::float8 as seconds
 """
 CANCEL_SQL = """
 update public.job_runs set status = 'canceled', updated_at = now()
 where chat_id = %s and assistant_id = %s and status in ('queued', 'processing')
-returning idempotency_key, root_message_id, kind
+returning idempotency_key, root_message_id, kind,
+          extract(epoch from now() - created_at)::float8 as seconds
 """
 # The update is the heartbeat too: a run that keeps writing keeps its lease.
 HOLD_SQL = """
@@ -181,6 +183,7 @@ class ClaimedJob:
     job_id: UUID
     root_message_id: MessageId
     payload: dict[str, Any]
+    attempt: int  # 1 for the job's first claim
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,10 @@ async def expire_dead_quick(
     replies keep what they showed, then `note`."""
     params = {"chat_id": chat_id, "assistant_id": assistant_id, "lease_s": lease_s, "note": note}
     row = await (await conn.execute(EXPIRE_QUICK_SQL, params)).fetchone()
-    return int(row["expired"]) if row else 0
+    expired = int(row["expired"]) if row else 0
+    if expired:
+        telemetry.TURNS.add(expired, {"handoff.outcome": "interrupted", "handoff.path": "quick"})
+    return expired
 
 
 async def hand_off(
@@ -238,7 +244,10 @@ async def hand_off(
 
 async def complete_quick(conn: Conn, job_key: str, run_id: str) -> bool:
     """The turn ended on the quick path; False when it lost its slot."""
-    return await (await conn.execute(COMPLETE_QUICK_SQL, (job_key, run_id))).fetchone() is not None
+    if await (await conn.execute(COMPLETE_QUICK_SQL, (job_key, run_id))).fetchone() is None:
+        return False
+    telemetry.TURNS.add(1, {"handoff.outcome": "completed", "handoff.path": "quick"})
+    return True
 
 
 async def claim(pool: Pool, job_key: str, run_id: str, *, lease_s: float) -> ClaimedJob | None:
@@ -249,7 +258,9 @@ async def claim(pool: Pool, job_key: str, run_id: str, *, lease_s: float) -> Cla
         if row is None:
             return None
         await messages.mark_streaming(conn, row["root_message_id"])
-    return ClaimedJob(row["id"], MessageId(row["root_message_id"]), row["payload"])
+    return ClaimedJob(
+        row["id"], MessageId(row["root_message_id"]), row["payload"], int(row["attempt"])
+    )
 
 
 async def hold(conn: Conn, job_key: str, run_id: str) -> bool:
@@ -281,8 +292,9 @@ async def finish(pool: Pool, *, job_key: str, message_id: MessageId, outcome: Ou
     all when the job is no longer running (canceled, or already finished by a retry)."""
     async with pool.connection() as conn, conn.transaction():
         params = (outcome.tool_calls, job_key)
-        if await (await conn.execute(COMPLETE_SQL, params)).fetchone() is None:
+        if (row := await (await conn.execute(COMPLETE_SQL, params)).fetchone()) is None:
             return
+        _ended(row, "completed", "handoff")
         await messages.complete(
             conn,
             message_id,
@@ -300,6 +312,7 @@ async def fail(pool: Pool, *, job_key: str, user_text: str, error: str) -> bool:
         row = await (await conn.execute(FAIL_SQL, (error, job_key))).fetchone()
         if row is None:
             return False
+        _ended(row, "error", row["kind"])
         if row["root_message_id"] is not None:
             await messages.fail(conn, row["root_message_id"], user_text)
             await delete_draft(conn, row["root_message_id"])
@@ -312,11 +325,21 @@ async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJ
     row = await (await conn.execute(CANCEL_SQL, (chat_id, assistant_id))).fetchone()
     if row is None:
         return None
+    _ended(row, "canceled", row["kind"])
     message_id = row["root_message_id"]
     if message_id is not None:
         await messages.cancel(conn, message_id)
         await delete_draft(conn, message_id)
     return CanceledJob(row["idempotency_key"], message_id, quick=row["kind"] == "quick")
+
+
+def _ended(row: dict[str, Any], outcome: str, kind: JobKind) -> None:
+    """Count a job's end (each transition happens once, whatever retries and replays do)."""
+    path = "quick" if kind == "quick" else "background"
+    attributes = {"handoff.outcome": outcome, "handoff.path": path}
+    telemetry.TURNS.add(1, attributes)
+    if path == "background":
+        telemetry.JOB_DURATION.record(row["seconds"], attributes)
 
 
 async def cancel_active(

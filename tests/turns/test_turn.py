@@ -38,15 +38,15 @@ def quick_turn() -> Turn:
 def test_a_handed_off_turn_carries_the_event_contract_and_nothing_of_the_request() -> None:
     turn = quick_turn()
 
-    data = turn.paused_at("1f0-checkpoint").to_data()
+    paused = turn.paused_at("1f0-checkpoint")
+    data = paused.to_data()
 
     assert set(data) >= EVENT_FIELDS
     assert (data["kind"], data["checkpointId"]) == ("handoff", "1f0-checkpoint")
+    assert data["handedOffAt"] is not None
     # The job's key is the event's id, and the quick path's run is its own: neither is data.
     assert not {"jobKey", "runId", "edit"} & set(data)
-    assert Turn.model_validate(data) == turn.paused_at("1f0-checkpoint").model_copy(
-        update={"job_key": "", "run_id": ""}
-    )
+    assert Turn.model_validate(data) == paused.model_copy(update={"job_key": "", "run_id": ""})
 
 
 def test_a_waiting_turn_keeps_the_message_the_background_runs_from() -> None:
