@@ -18,13 +18,14 @@ from agent.model import model_config
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
 from handlers.auth import AuthUser
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
 from handlers.sse import SSE_HEADERS, sse
 from infra.events import send_cancel
 from infra.settings import Settings
 from infra.store import branches
 from infra.store.branches import Edit
 from infra.store.ids import ChatId, MessageId
+from infra.store.limits import TurnLimits
 from turns.engine import load_run
 from turns.quick import Emit, run_turn
 from turns.start import Strategy, start_turn
@@ -78,7 +79,7 @@ def _queued_response(turn: Turn) -> StreamingResponse:
 @router.post(
     "/api/chat/respond",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}, **ERROR_RESPONSES},
+    responses={200: {"content": {"text/event-stream": {}}}, **ERROR_RESPONSES, **LIMIT_RESPONSES},
 )
 async def respond(
     body: RespondRequest, user: CurrentUser, services: ServicesDep, request: Request
@@ -107,7 +108,11 @@ async def respond(
     run = asyncio.create_task(load_run(pool, turn, tools, settings))
     try:
         slot = await start_turn(
-            pool, user.claims, turn, strategy=body.multitask_strategy, lease_s=settings.turn_lease_s
+            pool,
+            user.claims,
+            turn,
+            strategy=body.multitask_strategy,
+            turn_limits=turn_limits(settings),
         )
     except BaseException:
         _drop(run)
@@ -151,6 +156,14 @@ def _relay(
             yield item
 
     return TurnResponse(stream(), turn=task)
+
+
+def turn_limits(settings: Settings) -> TurnLimits:
+    return TurnLimits(
+        max_active=settings.max_active_turns_per_user,
+        per_minute=settings.max_turns_per_minute,
+        lease_s=settings.turn_lease_s,
+    )
 
 
 def _new_turn(body: RespondRequest, user: AuthUser, settings: Settings, edit: Edit | None) -> Turn:

@@ -11,6 +11,9 @@ database. The second one, by its strategy:
 - `enqueue`: the turn waits behind the active job (`waiting`), with a `queued` reply; when that
   job ends, the database hands the slot to the oldest waiting turn and the background runs it
   whole.
+
+Before any of it, the turn counts against the user's limits (infra/store/limits.py): past one,
+429, and nothing is stored.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from typing import Any, Literal
 
 from infra.db import Pool
 from infra.events import EventSender, send_handoff
-from infra.store import jobs, messages, outbox
+from infra.store import jobs, limits, messages, outbox
 from infra.store.access import act_as_service, act_as_user
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId
 from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
+from infra.store.limits import TurnLimits
 from turns.engine import reply_metadata
 from turns.turn import Turn
 
@@ -41,16 +45,23 @@ class Slot:
 
 
 async def start_turn(
-    pool: Pool, claims: dict[str, Any], turn: Turn, *, strategy: Strategy, lease_s: float
+    pool: Pool,
+    claims: dict[str, Any],
+    turn: Turn,
+    *,
+    strategy: Strategy,
+    turn_limits: TurnLimits,
 ) -> Slot:
     """Store the user's message and take the chat's slot, or wait for it, as `strategy` says.
 
-    The common case costs one statement more than storing the message: the slot is free.
+    The common case costs two statements more than storing the message: the user's limits
+    (infra/store/limits.py), and the slot, which is free. Past a limit, nothing is stored.
     """
     assert turn.user_message_id is not None
     assert turn.content is not None
     request = SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id)
     async with pool.connection() as conn, conn.transaction():
+        await limits.admit(conn, turn.user_id, "turns", limit=turn_limits.per_minute)
         took = await jobs.take_slot(conn, request)
         # The user's part, under RLS: unless the chat is theirs, all of this rolls back.
         await act_as_user(conn, claims)
@@ -60,6 +71,10 @@ async def start_turn(
             assistant_id=turn.assistant_id,
             message_id=turn.user_message_id,
             content=turn.content,
+            user_id=turn.user_id,
+            job_key=turn.job_key,
+            limits=turn_limits,
+            interrupts=strategy == "interrupt",
         )
         if not stored:
             raise ChatNotFound(turn.chat_id)
@@ -68,7 +83,7 @@ async def start_turn(
         # The Data API roles cannot write jobs: the rest is the service's.
         await act_as_service(conn)
         expired = await jobs.expire_dead_quick(
-            conn, lease_s=lease_s, chat_id=turn.chat_id, assistant_id=turn.assistant_id
+            conn, lease_s=turn_limits.lease_s, chat_id=turn.chat_id, assistant_id=turn.assistant_id
         )
         if expired and await jobs.take_slot(conn, request):
             return Slot(queued=False)
