@@ -24,7 +24,7 @@ from infra.events import send_cancel
 from infra.settings import Settings
 from infra.store import branches
 from infra.store.branches import Edit
-from infra.store.ids import ChatId, MessageId
+from infra.store.ids import ChatId, MessageId, client_message_id
 from infra.store.limits import TurnLimits
 from turns.engine import load_run
 from turns.quick import Emit, run_turn
@@ -39,6 +39,8 @@ class RespondRequest(BaseModel):
 
     chat_id: UUID
     content: str = Field(min_length=1)
+    # The client's own id for its message, to send it again without doubling it: scoped to the
+    # chat, it names the stored message through `client_message_id`, which `metadata` returns.
     user_message_id: UUID | None = None
     assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
     # A user message of this chat and assistant to replace: the turn forks the thread from the
@@ -173,7 +175,11 @@ def _new_turn(body: RespondRequest, user: AuthUser, settings: Settings, edit: Ed
         chat_id=chat_id,
         assistant_id=body.assistant_id,
         thread_id=thread_key(chat_id, body.assistant_id),
-        user_message_id=MessageId(body.user_message_id or uuid.uuid4()),
+        user_message_id=(
+            client_message_id(chat_id, body.user_message_id)
+            if body.user_message_id is not None
+            else MessageId(uuid.uuid4())
+        ),
         root_message_id=MessageId(uuid.uuid4()),
         run_id=str(uuid.uuid4()),
         content=body.content,

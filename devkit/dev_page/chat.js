@@ -266,6 +266,18 @@ function upsert(id, role) {
   return message;
 }
 
+// The server stores a message under its own id, derived from the one this page picked: the
+// bubble shown at once takes it, or gives way to the stored row if the feed brought that first.
+function adoptStoredId(message, storedId) {
+  if (!storedId || storedId === message.id) return;
+  const pickedId = message.id;
+  if (state.messages.get(pickedId) === message) state.messages.delete(pickedId);
+  els.messages.querySelector(`[data-message-id="${CSS.escape(pickedId)}"]`)?.remove();
+  if (state.messages.has(storedId)) return;
+  message.id = storedId;
+  state.messages.set(storedId, message);
+}
+
 // The text the user should see: a running reply shows its newest draft (the whole text so far),
 // an ended one its content, which the server set from the final state or, on cancel, from the
 // last draft.
@@ -786,6 +798,7 @@ async function send() {
     await readSse(response, (event, data) => {
       if (!current()) return;
       if (event === 'metadata') {
+        adoptStoredId(userMessage, data.userMessageId);
         turn.assistantMessageId = data.assistantMessageId;
         turn.streaming = true;
         const stored = state.messages.has(data.assistantMessageId);

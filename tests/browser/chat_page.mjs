@@ -203,9 +203,17 @@ async function handoffTurn(page, outDir) {
   const withIndicator = entries.filter((entry) => entry.indicator);
   const completed = entries.find((entry) => entry.status === 'completed' && !entry.indicator);
   const shown = await bubble(page, id);
+  // The bubble shown at once is the stored message now, and there is one of it.
+  const userBubbles = await page.evaluate((text) => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="user"]');
+    return [...nodes]
+      .filter((node) => node.querySelector('[data-testid="message-text"]').textContent === text)
+      .map((node) => node.dataset.messageId);
+  }, lines.join('\n'));
   return {
     sent: lines.join('\n'),
     userBubbleShown,
+    userBubbles,
     inputClearedOnSend: inputAfterSend === '',
     assistantMessageId: id,
     firstTokenMs: firstText ? firstText.at : null,

@@ -103,6 +103,12 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_and_asks(
 
     # Typed with Shift+Enter between the lines, sent with Enter, shown at once.
     assert handoff["userBubbleShown"] == "/sleep 2\nWhat is the weather like?"
+    # Once sent, that bubble goes by the id the server stored the message under.
+    [user_bubble] = handoff["userBubbles"]
+    [stored] = await fetch(
+        logical_database_url, "select content from public.message where id = %s", user_bubble
+    )
+    assert stored["content"] == handoff["userBubbleShown"]
     assert handoff["inputClearedOnSend"]
     # The quick path's tokens fill the bubble word by word before the handoff shows.
     assert handoff["tokensBeforeIndicator"], handoff["timeline"]
