@@ -15,11 +15,11 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from agent.graph import state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
-from agent.tools import ToolInputError
+from agent.tools import ToolInputError, requires_approval
 from agent.usage import turn_usage
 from infra.events import EventSender
 from infra.large_outputs import LargeOutputs
@@ -124,7 +124,7 @@ class HandoffJob:
             declined = ToolResult(id=call["id"], name=call["name"], content=text)
             return await store_result(pool, thread_id, declined)
         try:
-            content = await self._invoke(call)
+            content = await self._invoke(call, approved=decision is not None)
         except ToolCallFailed as failed:
             error = ToolResult(
                 id=call["id"], name=call["name"], content=str(failed), status="error"
@@ -145,12 +145,28 @@ class HandoffJob:
             result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
         return await store_result(pool, thread_id, result)
 
-    async def _invoke(self, call: dict[str, Any]) -> str:
+    def needs_approval(self, call: dict[str, Any]) -> bool:
+        """Whether the call waits for the user's approval before it runs: its tool asks for
+        that, and its arguments are valid. A call with invalid arguments (an e-mail address that
+        is not one) is not put to the user: it gets an error result for the model to fix."""
+        tool = self.tool(call["name"])
+        return (
+            tool is not None
+            and requires_approval(tool)
+            and argument_problems(tool, call["args"]) is None
+        )
+
+    async def _invoke(self, call: dict[str, Any], *, approved: bool) -> str:
         """The tool's output; ToolCallFailed when the call itself is wrong."""
         tool = self.tool(call["name"])
         if tool is None:
             known = ", ".join(sorted(t.name for t in self.tools))
             raise ToolCallFailed(f"Error: there is no tool {call['name']!r}. Tools: {known}.")
+        if problems := argument_problems(tool, call["args"]):
+            raise ToolCallFailed(problems)
+        if requires_approval(tool) and not approved:
+            # Not reached through the step plan, which asks first; never run such a tool unasked.
+            raise ToolCallFailed(f"Error: {call['name']} was not run: the user was not asked.")
         try:
             # Invoked as a tool call, so a tool can take the call id (InjectedToolCallId) as
             # the idempotency key of whatever it does outside.
@@ -158,13 +174,7 @@ class HandoffJob:
         except ToolInputError as exc:
             raise ToolCallFailed(f"Error: invalid input for {call['name']}: {exc}") from exc
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
-                for error in exc.errors(include_url=False, include_input=False)
-            )
-            raise ToolCallFailed(
-                f"Error: invalid arguments for {call['name']}: {problems}. Fix them and call again."
-            ) from exc
+            raise ToolCallFailed(invalid_arguments_text(call["name"], exc)) from exc
         return str(output.content if isinstance(output, ToolMessage) else output)
 
     def within_limit(
@@ -241,6 +251,27 @@ async def fail_job(services: Services, events: EventSender, job_key: str, data: 
     except ValidationError:
         return  # not a turn's event: no chat to free
     await send_queued_turns(pool, events, turn.chat_id, turn.assistant_id)
+
+
+def argument_problems(tool: BaseTool, args: Any) -> str | None:
+    """What the model reads when `args` do not fit the arguments `tool` takes from it; None
+    when they do (or when the tool gives no model to check them against)."""
+    schema = tool.tool_call_schema
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return None
+    try:
+        schema.model_validate(args)
+    except ValidationError as exc:
+        return invalid_arguments_text(tool.name, exc)
+    return None
+
+
+def invalid_arguments_text(name: str, exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+        for error in exc.errors(include_url=False, include_input=False)
+    )
+    return f"Error: invalid arguments for {name}: {problems}. Fix them and call again."
 
 
 def declined_text(call: dict[str, Any], decision: Decision) -> str:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
+
+import pytest
 
 from tests.support import (
     Stack,
@@ -135,3 +138,40 @@ async def test_cancel_while_awaiting_approval_never_runs_the_tool(database_url: 
             database_url, "select 1 from message where role = 'assistant' and status = 'canceled'"
         )
     assert await fetch(database_url, "select * from handoff.tool_results") == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        pytest.param("ada", id="no-at-sign"),
+        pytest.param("ada@localhost", id="no-domain-dot"),
+        pytest.param("Ada <ada@example.com>", id="display-name"),
+        pytest.param("ada@exam\u202eple.com", id="bidi-override"),
+        pytest.param("ada\u200b@example.com", id="zero-width"),
+    ],
+)
+async def test_a_call_to_an_invalid_address_is_the_models_to_fix_not_the_users(
+    database_url: str, address: str
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    args = {"to": address, "subject": "Minutes"}
+    async with running_stack(database_url) as stack:
+        # WHEN the model asks to send an email to something that is not an address
+        events = await stack.respond(
+            token_for(user_id),
+            {"chatId": str(chat_id), "content": f"/send_email {json.dumps(args)}"},
+        )
+        assert events[-1][0] == "handoff"
+        message = await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
+        run = stack.handoff_run()
+    # THEN nobody was asked to approve it: no question, no decision, no approval step
+    assert not any("approval" in step for step in run.attempts), run.attempts
+    assert {"pendingApproval", "approvals"}.isdisjoint(message["metadata"])
+    # AND the model got an error result saying what is wrong, and the turn went on
+    [result] = await fetch(database_url, "select * from handoff.tool_results")
+    assert result["status"] == "error"
+    assert result["content"].startswith("Error: invalid arguments for send_email: to: ")
+    assert "Fix them and call again." in result["content"]
+    assert "sent (simulated)" not in message["content"]
+    assert "invalid arguments for send_email" in message["content"]
