@@ -17,6 +17,7 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, ValidationError
 
+from agent.display import display_arguments
 from agent.graph import state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
 from agent.tools import ToolInputError, requires_approval
@@ -209,6 +210,8 @@ class HandoffJob:
             "toolCallId": call["id"],
             "name": call["name"],
             "args": call["args"],
+            # What a frontend shows: the arguments with nothing hidden (agent/display.py).
+            "display": display_arguments(call["args"]),
             "expiresAt": expires.isoformat(),
         }
         async with (await self.services.pool()).connection() as conn, conn.transaction():

@@ -28,7 +28,9 @@ class MessageMetadata(TypedDict, total=False):
     branchId: str
     stale: bool  # on a branch an edit left
     snapshot: dict[str, Any]  # agent.snapshot's status and tool progress, for subscribers
-    pendingApproval: dict[str, Any]  # the tool call waiting for the user (approvals.py)
+    # The tool call waiting for the user (approvals.py): toolCallId, name, args, display (the
+    # arguments as shown, nothing hidden: agent/display.py), expiresAt.
+    pendingApproval: dict[str, Any]
     approvals: dict[str, Any]  # the user's decisions, by tool call id
     editOf: str  # on a user message that replaced another (an edit)
     usage: dict[str, Any]  # the turn's token usage, per model call and summed (agent/usage.py)

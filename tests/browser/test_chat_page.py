@@ -152,7 +152,10 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_and_asks(
     # A call that needs approval: the card names it, Approve lets it run.
     approval = report["approval"]
     assert approval["tool"] == "send_email"
-    assert approval["args"] == {"to": "ada@example.com", "subject": "Minutes"}
+    assert approval["args"] == {"to": "ada@example.com", "subject": "Minutes \u202etxt.exe"}
+    # The card shows the override as an escape, not as an override.
+    assert '"subject": "Minutes \\u202etxt.exe"' in approval["argsText"]
+    assert "\u202e" not in approval["argsText"]
     assert approval["final"]["status"] == "completed"
     row = await message_row(logical_database_url, approval["assistantMessageId"])
     assert (row["status"], row["content"]) == ("completed", approval["final"]["text"])
