@@ -169,13 +169,13 @@ LIMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": (
             "A per-user limit is reached, and nothing was stored: `too_many_active_turns`"
             " (MAX_ACTIVE_TURNS_PER_USER turns not yet ended), `too_many_turns`"
-            " (MAX_TURNS_PER_MINUTE messages in the last 60 s) or `too_many_chats`"
+            " (MAX_TURNS_PER_MINUTE turns started in the last 60 s) or `too_many_chats`"
             " (MAX_CHATS_PER_MINUTE chats in the last 60 s)."
         ),
         "headers": {
             "Retry-After": {
                 "description": (
-                    "Seconds until asking again may pass: when the oldest message or chat"
+                    "Seconds until asking again may pass: when the oldest turn or chat"
                     " counted leaves the 60 s window; for active turns, a polling interval."
                 ),
                 "schema": {"type": "integer", "minimum": 1},
