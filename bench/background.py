@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool, tool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agent.tools import demo_tools
-from bench.stack import create_chats
+from bench.stack import NO_USER_LIMITS, create_chats
 from tests.support import fetch, running_stack, token_for
 
 CONNECTIONS_SQL = """
@@ -65,7 +65,9 @@ async def resume_overhead(database_url: str, runs: int) -> list[float]:
     user = uuid.uuid4()
     chats = await create_chats(database_url, user, runs + 1)
     tools = [*demo_tools(), stamp_tool(started)]
-    async with running_stack(database_url, tools=tools, wrap_intake=accepted_times(accepted)) as s:
+    async with running_stack(
+        database_url, tools=tools, wrap_intake=accepted_times(accepted), **NO_USER_LIMITS
+    ) as s:
         for chat in chats:
             await s.respond(token_for(user), {"chatId": str(chat), "content": "/stamp now"})
             await s.executor.wait_idle(timeout=60)
@@ -99,7 +101,7 @@ async def whole_loop(database_url: str, chats_count: int) -> Concurrency:
     seen: list[int] = []
     stop = asyncio.Event()
     sent: dict[uuid.UUID, float] = {}
-    async with running_stack(database_url) as stack:
+    async with running_stack(database_url, **NO_USER_LIMITS) as stack:
         figures.pool_size = stack.settings.db_pool_max_size
         await stack.respond(token_for(user), {"chatId": str(chats[0]), "content": "warm up"})
         sampler = asyncio.create_task(_sample(database_url, stop, seen))

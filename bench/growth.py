@@ -16,7 +16,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from agent.threads import thread_key
-from bench.stack import create_chats
+from bench.stack import NO_USER_LIMITS, create_chats
 from tests.support import running_stack, token_for
 
 THREAD_BYTES_SQL = """
@@ -76,7 +76,7 @@ async def measure(database_url: str, turns: int) -> list[TurnBytes]:
     thread = thread_key(chat)
     out: list[TurnBytes] = []
     before = 0
-    async with running_stack(database_url) as stack:
+    async with running_stack(database_url, **NO_USER_LIMITS) as stack:
         for turn in range(1, turns + 1):
             events = await stack.respond(token_for(user), {"chatId": str(chat), "content": MESSAGE})
             if events[-1][0] != "done":

@@ -27,6 +27,13 @@ from tests.fake_providers import serve_fake_providers
 from tests.support import running_stack
 
 IntakeWrapper = Callable[[ASGIApp], ASGIApp]
+# Each bench's one user stands for the many users a deployment serves at once, whose turns the
+# per-user limits would otherwise refuse.
+NO_USER_LIMITS: dict[str, Any] = {
+    "max_active_turns_per_user": 1_000_000,
+    "max_turns_per_minute": 1_000_000,
+    "max_chats_per_minute": 1_000_000,
+}
 # The fake providers' time to first token: a fast real model's.
 PROVIDER_FIRST_CHUNK_MS = 200
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +104,7 @@ async def _serve(kind: str, database_url: str, settings: dict[str, Any]) -> None
             print(json.dumps({"origin": fake.origin}), flush=True)
             await until_stdin_closes()
         return
-    async with running_stack(database_url, **settings) as stack:
+    async with running_stack(database_url, **{**NO_USER_LIMITS, **settings}) as stack:
         print(json.dumps({"origin": stack.origin}), flush=True)
         await until_stdin_closes()
         await stack.executor.wait_idle(timeout=60)

@@ -7,7 +7,6 @@ progress from the change feed (the page's Realtime stand-in), then the final tex
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
@@ -17,6 +16,8 @@ from uuid import UUID
 
 import httpx
 from httpx_sse import EventSource, aconnect_sse
+
+from agent.display import display_arguments, visible
 
 FINAL_STATUSES = frozenset({"completed", "error", "canceled"})
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -226,13 +227,19 @@ async def follow(
 async def decide(
     session: Session, pending: dict[str, Any], screen: Screen, ask: Ask | None
 ) -> None:
-    question = f"{pending.get('name', 'a tool')} {json.dumps(pending.get('args', {}))}"
+    name = visible(str(pending.get("name", "a tool")))
+    # The server's `display` escapes what could hide or reorder text, or move the cursor; a
+    # question asked before it had one is escaped here the same way.
+    shown = pending.get("display") or display_arguments(pending.get("args", {}))
+    shown = visible(str(shown), keep="\n")
+    arguments = "\n".join(f"    {line}" for line in shown.splitlines())
     if ask is None:
-        screen.line(f"waiting for approval of {question}: answer it at {session.origin}/")
+        screen.line(f"waiting for approval of {name}, with\n{arguments}")
+        screen.line(f"answer it at {session.origin}/")
         return
     status, screen.status = screen.status, ""  # no spinner over the prompt
     screen.write("")
-    approved = await ask(f"Run {question}? [y/N] ")
+    approved = await ask(f"Run {name}, with\n{arguments}\nApprove? [y/N] ")
     screen.status = status
     path = f"/api/chat/{session.chat_id}/approvals/{pending['toolCallId']}"
     response = await session.post(path, {"approved": approved})

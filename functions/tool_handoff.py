@@ -18,7 +18,6 @@ import inngest
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
-from agent.tools import requires_approval
 from functions.approvals import await_decision
 from infra import telemetry
 from infra.events import CANCEL_EVENT, HANDOFF_EVENT
@@ -106,8 +105,7 @@ async def run_steps(
         # Calls that need the user's approval wait for it, one question at a time.
         decisions: dict[str, Decision] = {}
         for call in calls:
-            tool = job.tool(call["name"])
-            if tool is not None and requires_approval(tool):
+            if job.needs_approval(call):
                 decided = await await_decision(ctx, job, call)
                 if decided is None:
                     logger.info("job canceled while awaiting approval", extra=job.log)

@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ERROR_RESPONSES
-from infra.store import chats
+from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
+from infra.store import chats, limits
 
 router = APIRouter()
 
@@ -60,14 +60,16 @@ async def list_chats(
     status_code=201,
     response_model=Chat,
     response_model_by_alias=True,
-    responses=ERROR_RESPONSES,
+    responses={**ERROR_RESPONSES, **LIMIT_RESPONSES},
 )
 async def create_chat(
     user: CurrentUser, services: ServicesDep, body: NewChat | None = None
 ) -> Chat:
-    """A new chat of the caller's."""
+    """A new chat of the caller's; 429 past MAX_CHATS_PER_MINUTE chats in the last minute."""
     title = (body or NewChat()).title
+    per_minute = services.settings.max_chats_per_minute
     async with (await services.pool()).connection() as conn, conn.transaction():
+        await limits.admit(conn, user.id, "chats", limit=per_minute)
         row = await chats.create_chat(conn, user.claims, title=title)
     assert row is not None  # a new id never conflicts
     return chat_of(row)

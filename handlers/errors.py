@@ -17,6 +17,7 @@ from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
 from infra.store.branches import EditTargetNotFound, NotEditable
 from infra.store.chats import ChatNotFound, UnknownUser
 from infra.store.jobs import JobAlreadyActive
+from infra.store.limits import LimitReached, TooManyActiveTurns, TooManyChats, TooManyTurns
 from infra.store.messages import DuplicateMessage
 
 logger = logging.getLogger(__name__)
@@ -31,6 +32,8 @@ class ApiError(Exception):
     status: int
     code: str
     message: str
+    # Seconds until asking again may pass: the Retry-After header of a 429.
+    retry_after_s: int | None = None
 
 
 class ErrorDetail(BaseModel):
@@ -62,6 +65,21 @@ ERRORS: dict[type[Exception], ApiError] = {
         409, "approval_already_decided", "This tool call was already decided."
     ),
 }
+# The per-user limits (infra/store/limits.py): 429 with a Retry-After.
+LIMITS: dict[type[LimitReached], tuple[str, str]] = {
+    TooManyActiveTurns: (
+        "too_many_active_turns",
+        "Too many of your answers are still in progress. Wait for one to finish, or cancel one.",
+    ),
+    TooManyTurns: (
+        "too_many_turns",
+        "You sent too many messages in the last minute. Try again in {seconds} seconds.",
+    ),
+    TooManyChats: (
+        "too_many_chats",
+        "You created too many chats in the last minute. Try again in {seconds} seconds.",
+    ),
+}
 HTTP_CODES = {
     # FastAPI's answer to a body it cannot even decode (bytes that are not UTF-8).
     400: "invalid_request",
@@ -73,12 +91,22 @@ HTTP_CODES = {
 }
 
 
+def limit_error(exc: LimitReached) -> ApiError:
+    code, message = LIMITS[type(exc)]
+    seconds = exc.retry_after_s
+    return ApiError(429, code, message.format(seconds=seconds), retry_after_s=seconds)
+
+
 def error_response(error: ApiError) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if error.status == 401 else None
+    headers: dict[str, str] = {}
+    if error.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    if error.retry_after_s is not None:
+        headers["Retry-After"] = str(error.retry_after_s)
     return JSONResponse(
         {"error": {"code": error.code, "message": error.message}},
         status_code=error.status,
-        headers=headers,
+        headers=headers or None,
     )
 
 
@@ -89,6 +117,10 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def domain_error(_: Request, exc: Exception) -> JSONResponse:
         return error_response(ERRORS[type(exc)])
+
+    async def limit_reached(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, LimitReached)
+        return error_response(limit_error(exc))
 
     async def validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -111,6 +143,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, api_error)
     for exc_type in ERRORS:
         app.add_exception_handler(exc_type, domain_error)
+    app.add_exception_handler(LimitReached, limit_reached)
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
@@ -128,4 +161,25 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         413: "The message or the request body is too large.",
         422: "The request is not valid.",
     }.items()
+}
+# Only the routes that start a turn or create a chat count against the per-user limits.
+LIMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    429: {
+        "model": ErrorBody,
+        "description": (
+            "A per-user limit is reached, and nothing was stored: `too_many_active_turns`"
+            " (MAX_ACTIVE_TURNS_PER_USER turns not yet ended), `too_many_turns`"
+            " (MAX_TURNS_PER_MINUTE turns started in the last 60 s) or `too_many_chats`"
+            " (MAX_CHATS_PER_MINUTE chats in the last 60 s)."
+        ),
+        "headers": {
+            "Retry-After": {
+                "description": (
+                    "Seconds until asking again may pass: when the oldest turn or chat"
+                    " counted leaves the 60 s window; for active turns, a polling interval."
+                ),
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        },
+    }
 }

@@ -37,7 +37,8 @@ class HistoryMessage(BaseModel):
     branch_id: str
     stale: bool  # on a branch an edit replaced
     edit_of: UUID | None
-    # The tool call the job waits for the user to approve (status awaiting_approval).
+    # The tool call the job waits for the user to approve (status awaiting_approval); show its
+    # `display`, the arguments with every hidden character escaped, not its raw `args`.
     pending_approval: dict[str, Any] | None = None
     # The turn's tool calls and how they went (`render_agent_snapshot`'s progress).
     progress: list[dict[str, Any]] = []

@@ -20,14 +20,15 @@ from agent.model import model_config
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
 from handlers.auth import AuthUser
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
 from handlers.sse import SSE_HEADERS, sse
 from infra import telemetry
 from infra.events import send_cancel
 from infra.settings import Settings
 from infra.store import branches
 from infra.store.branches import Edit
-from infra.store.ids import ChatId, MessageId
+from infra.store.ids import ChatId, MessageId, client_message_id
+from infra.store.limits import TurnLimits
 from turns.engine import load_run
 from turns.quick import Emit, run_turn
 from turns.start import Strategy, start_turn
@@ -41,6 +42,8 @@ class RespondRequest(BaseModel):
 
     chat_id: UUID
     content: str = Field(min_length=1)
+    # The client's own id for its message, to send it again without doubling it: scoped to the
+    # chat, it names the stored message through `client_message_id`, which `metadata` returns.
     user_message_id: UUID | None = None
     assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
     # A user message of this chat and assistant to replace: the turn forks the thread from the
@@ -81,7 +84,7 @@ def _queued_response(turn: Turn) -> StreamingResponse:
 @router.post(
     "/api/chat/respond",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}}, **ERROR_RESPONSES},
+    responses={200: {"content": {"text/event-stream": {}}}, **ERROR_RESPONSES, **LIMIT_RESPONSES},
 )
 async def respond(
     body: RespondRequest, user: CurrentUser, services: ServicesDep, request: Request
@@ -122,7 +125,7 @@ async def respond(
                 user.claims,
                 turn,
                 strategy=body.multitask_strategy,
-                lease_s=settings.turn_lease_s,
+                turn_limits=turn_limits(settings),
             )
         except BaseException:
             _drop(run)
@@ -177,6 +180,14 @@ def _relay(
     return TurnResponse(stream(), turn=task)
 
 
+def turn_limits(settings: Settings) -> TurnLimits:
+    return TurnLimits(
+        max_active=settings.max_active_turns_per_user,
+        per_minute=settings.max_turns_per_minute,
+        lease_s=settings.turn_lease_s,
+    )
+
+
 def _new_turn(body: RespondRequest, user: AuthUser, settings: Settings, edit: Edit | None) -> Turn:
     chat_id = ChatId(body.chat_id)
     return Turn(
@@ -184,7 +195,11 @@ def _new_turn(body: RespondRequest, user: AuthUser, settings: Settings, edit: Ed
         chat_id=chat_id,
         assistant_id=body.assistant_id,
         thread_id=thread_key(chat_id, body.assistant_id),
-        user_message_id=MessageId(body.user_message_id or uuid.uuid4()),
+        user_message_id=(
+            client_message_id(chat_id, body.user_message_id)
+            if body.user_message_id is not None
+            else MessageId(uuid.uuid4())
+        ),
         root_message_id=MessageId(uuid.uuid4()),
         run_id=str(uuid.uuid4()),
         content=body.content,

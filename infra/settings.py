@@ -81,6 +81,12 @@ class Settings(BaseSettings):
     approval_timeout_s: int = Field(default=1800, ge=1)
     # The outbox relay re-sends handoff events no request confirmed after this long.
     outbox_grace_s: float = Field(default=10.0, ge=0)
+    # Per user, counted in Postgres so that they hold across processes (infra/store/limits.py):
+    # turns not yet ended (waiting, queued or running), turns started in the last 60 s, chats
+    # created in the last 60 s. Past one, the request is answered 429 and stores nothing.
+    max_active_turns_per_user: int = Field(default=5, gt=0)
+    max_turns_per_minute: int = Field(default=20, gt=0)
+    max_chats_per_minute: int = Field(default=10, gt=0)
 
     @model_validator(mode="after")
     def _tool_outputs_fit_the_run(self) -> Settings:

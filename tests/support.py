@@ -64,8 +64,10 @@ def token_for(user_id: uuid.UUID, *, secret: str = JWT_SECRET, **overrides: Any)
     return jwt.encode({k: v for k, v in claims.items() if v is not None}, secret, "HS256")
 
 
-async def create_user_with_chat(database_url: str) -> tuple[uuid.UUID, uuid.UUID]:
-    user_id, chat_id = uuid.uuid4(), uuid.uuid4()
+async def create_user_with_chat(
+    database_url: str, *, chat_id: uuid.UUID | None = None
+) -> tuple[uuid.UUID, uuid.UUID]:
+    user_id, chat_id = uuid.uuid4(), chat_id or uuid.uuid4()
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(
             "insert into auth.users (id, email) values (%s, %s)", (user_id, f"{user_id}@test")

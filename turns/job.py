@@ -17,11 +17,12 @@ from typing import Any
 
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from agent.display import display_arguments
 from agent.graph import state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
-from agent.tools import ToolInputError
+from agent.tools import ToolInputError, requires_approval
 from agent.usage import turn_usage
 from infra import telemetry
 from infra.events import EventSender
@@ -139,7 +140,7 @@ class HandoffJob:
         deadline = asyncio.timeout(timeout_s)
         try:
             async with deadline:
-                content = await self._invoke(call)
+                content = await self._invoke(call, approved=decision is not None)
         except ToolCallFailed as failed:
             error = ToolResult(
                 id=call["id"], name=call["name"], content=str(failed), status="error"
@@ -178,12 +179,28 @@ class HandoffJob:
         )
         return await store_result(await self.services.pool(), self.turn.thread_id, result)
 
-    async def _invoke(self, call: dict[str, Any]) -> str:
+    def needs_approval(self, call: dict[str, Any]) -> bool:
+        """Whether the call waits for the user's approval before it runs: its tool asks for
+        that, and its arguments are valid. A call with invalid arguments (an e-mail address that
+        is not one) is not put to the user: it gets an error result for the model to fix."""
+        tool = self.tool(call["name"])
+        return (
+            tool is not None
+            and requires_approval(tool)
+            and argument_problems(tool, call["args"]) is None
+        )
+
+    async def _invoke(self, call: dict[str, Any], *, approved: bool) -> str:
         """The tool's output; ToolCallFailed when the call itself is wrong."""
         tool = self.tool(call["name"])
         if tool is None:
             known = ", ".join(sorted(t.name for t in self.tools))
             raise ToolCallFailed(f"Error: there is no tool {call['name']!r}. Tools: {known}.")
+        if problems := argument_problems(tool, call["args"]):
+            raise ToolCallFailed(problems)
+        if requires_approval(tool) and not approved:
+            # Not reached through the step plan, which asks first; never run such a tool unasked.
+            raise ToolCallFailed(f"Error: {call['name']} was not run: the user was not asked.")
         try:
             # Invoked as a tool call, so a tool can take the call id (InjectedToolCallId) as
             # the idempotency key of whatever it does outside.
@@ -191,13 +208,7 @@ class HandoffJob:
         except ToolInputError as exc:
             raise ToolCallFailed(f"Error: invalid input for {call['name']}: {exc}") from exc
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
-                for error in exc.errors(include_url=False, include_input=False)
-            )
-            raise ToolCallFailed(
-                f"Error: invalid arguments for {call['name']}: {problems}. Fix them and call again."
-            ) from exc
+            raise ToolCallFailed(invalid_arguments_text(call["name"], exc)) from exc
         return str(output.content if isinstance(output, ToolMessage) else output)
 
     def output_bound(self, calls: int) -> int:
@@ -237,6 +248,8 @@ class HandoffJob:
             "toolCallId": call["id"],
             "name": call["name"],
             "args": call["args"],
+            # What a frontend shows: the arguments with nothing hidden (agent/display.py).
+            "display": display_arguments(call["args"]),
             "expiresAt": expires.isoformat(),
         }
         async with (await self.services.pool()).connection() as conn, conn.transaction():
@@ -290,6 +303,27 @@ def timed_out(call: dict[str, Any], timeout_s: float) -> ToolResult:
         status="error",
         note=f"Stopped: it took longer than {timeout_s:g} s.",
     )
+
+
+def argument_problems(tool: BaseTool, args: Any) -> str | None:
+    """What the model reads when `args` do not fit the arguments `tool` takes from it; None
+    when they do (or when the tool gives no model to check them against)."""
+    schema = tool.tool_call_schema
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        return None
+    try:
+        schema.model_validate(args)
+    except ValidationError as exc:
+        return invalid_arguments_text(tool.name, exc)
+    return None
+
+
+def invalid_arguments_text(name: str, exc: ValidationError) -> str:
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+        for error in exc.errors(include_url=False, include_input=False)
+    )
+    return f"Error: invalid arguments for {name}: {problems}. Fix them and call again."
 
 
 def declined_text(call: dict[str, Any], decision: Decision) -> str:

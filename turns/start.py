@@ -23,11 +23,12 @@ from agent.snapshot import STOPPED_TEXT
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.events import EventSender, send_handoff
-from infra.store import jobs, messages, outbox
+from infra.store import jobs, limits, messages, outbox
 from infra.store.access import act_as_service, act_as_user
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId
 from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
+from infra.store.limits import TurnLimits
 from infra.store.messages import ReplyStatus
 from turns.engine import reply_metadata
 from turns.turn import Turn
@@ -44,34 +45,38 @@ class Slot:
 
 
 async def start_turn(
-    pool: Pool, claims: dict[str, Any], turn: Turn, *, strategy: Strategy, lease_s: float
+    pool: Pool,
+    claims: dict[str, Any],
+    turn: Turn,
+    *,
+    strategy: Strategy,
+    turn_limits: TurnLimits,
 ) -> Slot:
     """Store the user's message and take the chat's slot, or wait for it, as `strategy` says.
 
     A turn that takes the slot also gets its reply, `streaming`, which the quick path's draft
     fills and which the quick path, its lease's expiry or a cancel ends. The common case costs
-    two statements more than storing the message: the slot is free.
+    three statements more than storing the message: the user's limits (infra/store/limits.py),
+    the slot, which is free, and the reply. Past a limit, nothing is stored.
     """
-    assert turn.user_message_id is not None
-    assert turn.content is not None
-    request = SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id, turn.reply_id)
     with telemetry.tracer.start_as_current_span(
         "store message", attributes={"handoff.strategy": strategy}
     ):
-        return await _start(pool, claims, turn, request, strategy, lease_s)
+        return await _start(pool, claims, turn, strategy, turn_limits)
 
 
 async def _start(
     pool: Pool,
     claims: dict[str, Any],
     turn: Turn,
-    request: SlotRequest,
     strategy: Strategy,
-    lease_s: float,
+    turn_limits: TurnLimits,
 ) -> Slot:
     assert turn.user_message_id is not None
     assert turn.content is not None
+    request = SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id, turn.reply_id)
     async with pool.connection() as conn, conn.transaction():
+        await limits.admit(conn, turn.user_id, "turns", limit=turn_limits.per_minute)
         took = await jobs.take_slot(conn, request)
         # The user's part, under RLS: unless the chat is theirs, all of this rolls back.
         await act_as_user(conn, claims)
@@ -81,12 +86,16 @@ async def _start(
             assistant_id=turn.assistant_id,
             message_id=turn.user_message_id,
             content=turn.content,
+            user_id=turn.user_id,
+            job_key=turn.job_key,
+            limits=turn_limits,
+            interrupts=strategy == "interrupt",
         )
         if not stored:
             raise ChatNotFound(turn.chat_id)
         slot = Slot(queued=False)
         if not took:
-            slot = await _contend(conn, turn, request, strategy, lease_s)
+            slot = await _contend(conn, turn, request, strategy, turn_limits.lease_s)
         await _insert_reply(conn, turn, "queued" if slot.queued else "streaming")
         if slot.queued:
             payload = turn.waiting().to_data()

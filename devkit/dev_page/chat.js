@@ -266,6 +266,18 @@ function upsert(id, role) {
   return message;
 }
 
+// The server stores a message under its own id, derived from the one this page picked: the
+// bubble shown at once takes it, or gives way to the stored row if the feed brought that first.
+function adoptStoredId(message, storedId) {
+  if (!storedId || storedId === message.id) return;
+  const pickedId = message.id;
+  if (state.messages.get(pickedId) === message) state.messages.delete(pickedId);
+  els.messages.querySelector(`[data-message-id="${CSS.escape(pickedId)}"]`)?.remove();
+  if (state.messages.has(storedId)) return;
+  message.id = storedId;
+  state.messages.set(storedId, message);
+}
+
 // The text the user should see: a running reply shows its newest draft (the whole text so far),
 // an ended one its content, which the server set from the final state or, on cancel, from the
 // last draft.
@@ -361,6 +373,24 @@ function renderProgress(node, message) {
   );
 }
 
+// Control, format (bidi controls, zero-width characters), separator, surrogate, private-use and
+// unassigned characters, and the invisible ones of other categories (agent/display.py).
+const HIDDEN =
+  /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Cs}\p{Co}\p{Cn}\u034f\u115f\u1160\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0\u{e0100}-\u{e01ef}]/gu;
+
+// Each such character as a JSON escape (its UTF-16 units), `\u202e`; but line breaks, which in
+// JSON text are the indentation's (a string's own are escaped already).
+function visibleText(text) {
+  const escape = (char) =>
+    char === '\n'
+      ? char
+      : char
+          .split('')
+          .map((unit) => `\\u${unit.charCodeAt(0).toString(16).padStart(4, '0')}`)
+          .join('');
+  return text.replace(HIDDEN, escape);
+}
+
 function renderApproval(bubble, message) {
   const pending = message.pendingApproval;
   const existing = $('approval', bubble);
@@ -375,7 +405,11 @@ function renderApproval(bubble, message) {
   const card = els.approvalTemplate.content.firstElementChild.cloneNode(true);
   card.dataset.toolCallId = pending.toolCallId;
   $('approval-tool', card).textContent = pending.name;
-  $('approval-args', card).textContent = JSON.stringify(pending.args ?? {}, null, 2);
+  // The server's `display` escapes what could hide or reorder text; a question asked before it
+  // had one is escaped here the same way.
+  $('approval-args', card).textContent = visibleText(
+    pending.display ?? JSON.stringify(pending.args ?? {}, null, 2),
+  );
   const note = $('approval-note', card);
   const decide = async (approved) => {
     const buttons = card.querySelectorAll('button');
@@ -793,6 +827,7 @@ async function send() {
     await readSse(response, (event, data) => {
       if (!current()) return;
       if (event === 'metadata') {
+        adoptStoredId(userMessage, data.userMessageId);
         turn.assistantMessageId = data.assistantMessageId;
         turn.streaming = true;
         const stored = state.messages.has(data.assistantMessageId);

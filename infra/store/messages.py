@@ -7,7 +7,8 @@ from typing import Any, Literal, TypedDict
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn
-from infra.store.ids import ChatId, MessageId
+from infra.store.ids import ChatId, MessageId, UserId
+from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLimits
 
 MessageStatus = Literal[
     "queued", "streaming", "awaiting_approval", "completed", "error", "canceled"
@@ -29,7 +30,9 @@ class MessageMetadata(TypedDict, total=False):
     branchId: str
     stale: bool  # on a branch an edit left
     snapshot: dict[str, Any]  # agent.snapshot's status and tool progress, for subscribers
-    pendingApproval: dict[str, Any]  # the tool call waiting for the user (approvals.py)
+    # The tool call waiting for the user (approvals.py): toolCallId, name, args, display (the
+    # arguments as shown, nothing hidden: agent/display.py), expiresAt.
+    pendingApproval: dict[str, Any]
     approvals: dict[str, Any]  # the user's decisions, by tool call id
     editOf: str  # on a user message that replaced another (an edit)
     usage: dict[str, Any]  # the turn's token usage, per model call and summed (agent/usage.py)
@@ -39,18 +42,33 @@ class DuplicateMessage(RuntimeError):
     """A message with this id already exists."""
 
 
-# Under the user's RLS: the message goes in only if the chat is theirs.
+# Under the user's RLS: the message goes in only if the chat is theirs, and only while the user
+# has fewer than `max_active` turns that have not ended (infra/store/limits.py; the caller holds
+# the user's row of handoff.user_limits). This turn's own job is not counted (its slot may be
+# taken already), nor, for a message that interrupts, the job it cancels.
 STORE_USER_MESSAGE_SQL = """
 with visible as (
   select id from public.chat where id = %(chat_id)s
+), admitted as (
+  select count(*) < %(max_active)s as ok
+  from public.chat c join public.job_runs j on j.chat_id = c.id
+  where c.user_id = %(user_id)s
+    and j.status in ('waiting', 'queued', 'processing')
+    and j.idempotency_key <> %(job_key)s
+    and not (j.kind = 'quick' and j.updated_at < now() - make_interval(secs => %(lease_s)s))
+    and not (%(interrupts)s and j.chat_id = %(chat_id)s and j.assistant_id = %(assistant_id)s
+             and j.status in ('queued', 'processing'))
 ), inserted as (
   insert into public.message (id, chat_id, assistant_id, role, content, status)
-  select %(message_id)s, id, %(assistant_id)s, 'user', %(content)s, 'completed'
-  from visible
+  select %(message_id)s, v.id, %(assistant_id)s, 'user', %(content)s, 'completed'
+  from visible v, admitted a
+  where a.ok
   on conflict (id) do nothing
   returning id
 )
-select exists (select 1 from visible) as visible, exists (select 1 from inserted) as inserted
+select exists (select 1 from visible) as visible, exists (select 1 from inserted) as inserted,
+       a.ok as admitted
+from admitted a
 """
 INSERT_REPLY_SQL = """
 insert into public.message
@@ -103,20 +121,38 @@ where m.id = %s and m.status in ('queued', 'streaming', 'awaiting_approval')
 
 
 async def store_user_message(
-    conn: Conn, *, chat_id: ChatId, assistant_id: str, message_id: MessageId, content: str
+    conn: Conn,
+    *,
+    chat_id: ChatId,
+    assistant_id: str,
+    message_id: MessageId,
+    content: str,
+    user_id: UserId,
+    job_key: str,
+    limits: TurnLimits,
+    interrupts: bool,
 ) -> bool:
     """Insert the user's message, under the user's RLS; False when the chat is not theirs.
 
-    DuplicateMessage when the id is taken (a retried send, or a guess at another's id)."""
+    TooManyActiveTurns when the user has `limits.max_active` turns that have not ended
+    (`job_key` is this turn's own job; `interrupts`, whether it cancels the chat's active job);
+    DuplicateMessage when the id is taken (a retried send)."""
     params = {
         "chat_id": chat_id,
         "assistant_id": assistant_id,
         "message_id": message_id,
         "content": content,
+        "user_id": user_id,
+        "job_key": job_key,
+        "lease_s": limits.lease_s,
+        "interrupts": interrupts,
+        "max_active": limits.max_active,
     }
     row = await (await conn.execute(STORE_USER_MESSAGE_SQL, params)).fetchone()
     if row is None or not row["visible"]:
         return False
+    if not row["admitted"]:
+        raise TooManyActiveTurns(ACTIVE_TURNS_RETRY_S)
     if not row["inserted"]:
         raise DuplicateMessage(message_id)
     return True

@@ -6,6 +6,8 @@ import time
 import uuid
 
 import pytest
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from pydantic import ValidationError
 
 from agent.threads import DEFAULT_ASSISTANT_ID, thread_config, thread_key
 from agent.tools import (
@@ -182,9 +184,38 @@ def test_only_send_email_needs_approval() -> None:
     assert [t.name for t in demo_tools() if requires_approval(t)] == ["send_email"]
 
 
-async def test_send_email_refuses_an_address_that_is_not_one() -> None:
-    with pytest.raises(ToolInputError, match="not an email address"):
-        await send_email.ainvoke({"to": "ada", "subject": "Hi"})
+@pytest.mark.parametrize(
+    "address",
+    [
+        "ada",
+        "ada@",
+        "@example.com",
+        "ada@localhost",
+        "ada@example..com",
+        "ada@@example.com",
+        "ada@example.com, eve@example.com",
+        "Ada <ada@example.com>",
+        " ada@example.com",
+        "ada@example.com\n",
+        "ada@exam\u202eple.com",
+        "ada\u200b@example.com",
+        "ada@example.com\u2066",
+        "ada\x00@example.com",
+    ],
+)
+async def test_send_email_refuses_an_address_that_is_not_one(address: str) -> None:
+    with pytest.raises(ValidationError, match="to"):
+        await send_email.ainvoke({"to": address, "subject": "Hi"})
+
+
+async def test_send_email_takes_an_address_in_its_normal_form() -> None:
+    sent = await send_email.ainvoke({"to": "Ada.Lovelace+notes@Example.COM", "subject": "Hi"})
+    assert sent.startswith("Email to Ada.Lovelace+notes@example.com sent")
+
+
+def test_the_model_is_told_the_recipient_is_an_email_address() -> None:
+    schema = convert_to_openai_tool(send_email)["function"]["parameters"]
+    assert schema["properties"]["to"] == {"type": "string", "format": "email"}
 
 
 # --- thread keys -----------------------------------------------------------------------------

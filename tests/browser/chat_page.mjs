@@ -203,9 +203,17 @@ async function handoffTurn(page, outDir) {
   const withIndicator = entries.filter((entry) => entry.indicator);
   const completed = entries.find((entry) => entry.status === 'completed' && !entry.indicator);
   const shown = await bubble(page, id);
+  // The bubble shown at once is the stored message now, and there is one of it.
+  const userBubbles = await page.evaluate((text) => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="user"]');
+    return [...nodes]
+      .filter((node) => node.querySelector('[data-testid="message-text"]').textContent === text)
+      .map((node) => node.dataset.messageId);
+  }, lines.join('\n'));
   return {
     sent: lines.join('\n'),
     userBubbleShown,
+    userBubbles,
     inputClearedOnSend: inputAfterSend === '',
     assistantMessageId: id,
     firstTokenMs: firstText ? firstText.at : null,
@@ -281,17 +289,22 @@ async function approvedTurn(page) {
     const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
     return nodes[nodes.length - 1].dataset.messageId;
   });
-  await sendWithClick(page, '/send_email {"to": "ada@example.com", "subject": "Minutes"}');
+  // The subject hides a right-to-left override (typed as a JSON escape, which the model reads).
+  await sendWithClick(
+    page,
+    '/send_email {"to": "ada@example.com", "subject": "Minutes \\u202etxt.exe"}',
+  );
   const id = await lastAssistantId(page, before);
   const card = page.locator(`[data-testid="message"][data-message-id="${id}"] [data-testid="approval"]`);
   await card.waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
   const tool = await card.getByTestId('approval-tool').textContent();
-  const args = JSON.parse(await card.getByTestId('approval-args').textContent());
+  const argsText = await card.getByTestId('approval-args').textContent();
+  const args = JSON.parse(argsText);
   await card.getByTestId('approval-note').fill('Looks right');
   await card.getByTestId('approve').click();
   await card.waitFor({ state: 'detached', timeout: STEP_TIMEOUT_MS });
   await waitForStatus(page, id, 'completed');
-  return { assistantMessageId: id, tool, args, final: await bubble(page, id) };
+  return { assistantMessageId: id, tool, args, argsText, final: await bubble(page, id) };
 }
 
 // 4) A reload while the job runs: the page rebuilds from history and keeps following the job.

@@ -103,6 +103,12 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_and_asks(
 
     # Typed with Shift+Enter between the lines, sent with Enter, shown at once.
     assert handoff["userBubbleShown"] == "/sleep 2\nWhat is the weather like?"
+    # Once sent, that bubble goes by the id the server stored the message under.
+    [user_bubble] = handoff["userBubbles"]
+    [stored] = await fetch(
+        logical_database_url, "select content from public.message where id = %s", user_bubble
+    )
+    assert stored["content"] == handoff["userBubbleShown"]
     assert handoff["inputClearedOnSend"]
     # The quick path's tokens fill the bubble word by word before the handoff shows.
     assert handoff["tokensBeforeIndicator"], handoff["timeline"]
@@ -146,7 +152,10 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_and_asks(
     # A call that needs approval: the card names it, Approve lets it run.
     approval = report["approval"]
     assert approval["tool"] == "send_email"
-    assert approval["args"] == {"to": "ada@example.com", "subject": "Minutes"}
+    assert approval["args"] == {"to": "ada@example.com", "subject": "Minutes \u202etxt.exe"}
+    # The card shows the override as an escape, not as an override.
+    assert '"subject": "Minutes \\u202etxt.exe"' in approval["argsText"]
+    assert "\u202e" not in approval["argsText"]
     assert approval["final"]["status"] == "completed"
     row = await message_row(logical_database_url, approval["assistantMessageId"])
     assert (row["status"], row["content"]) == ("completed", approval["final"]["text"])

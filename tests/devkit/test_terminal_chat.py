@@ -117,8 +117,10 @@ async def test_another_chat_and_a_chat_that_is_not_yours(dev: str) -> None:
 async def test_approval_is_asked_for_and_can_come_from_elsewhere(
     dev: str, logical_database_url: str
 ) -> None:
+    # The subject hides a bidi override and a clear-screen: the question shows both as escapes.
     child = await start_chat(
-        dev, '/send_email {"to": "a@example.com", "subject": "hi", "body": "x"}'
+        dev,
+        '/send_email {"to": "a@example.com", "subject": "hi\\u202eexe.pdf", "body": "x\\u001b[2J"}',
     )
     # The terminal has no keyboard here, so it says where to answer.
     row = await wait_for_row(
@@ -138,6 +140,10 @@ async def test_approval_is_asked_for_and_can_come_from_elsewhere(
     assert chat.status == 0, chat.err
     assert "waiting for approval of send_email" in chat.out
     assert f"answer it at {dev}/" in chat.out
+    assert '"subject": "hi\\u202eexe.pdf"' in chat.out
+    assert '"body": "x\\u001b[2J"' in chat.out
+    assert "\u202e" not in chat.out
+    assert "\x1b[2J" not in chat.out
 
 
 async def test_ctrl_c_in_the_background_cancels_the_turn(

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
+
+import pytest
 
 from tests.support import (
     Stack,
@@ -135,3 +138,74 @@ async def test_cancel_while_awaiting_approval_never_runs_the_tool(database_url: 
             database_url, "select 1 from message where role = 'assistant' and status = 'canceled'"
         )
     assert await fetch(database_url, "select * from handoff.tool_results") == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        pytest.param("ada", id="no-at-sign"),
+        pytest.param("ada@localhost", id="no-domain-dot"),
+        pytest.param("Ada <ada@example.com>", id="display-name"),
+        pytest.param("ada@exam\u202eple.com", id="bidi-override"),
+        pytest.param("ada\u200b@example.com", id="zero-width"),
+    ],
+)
+async def test_a_call_to_an_invalid_address_is_the_models_to_fix_not_the_users(
+    database_url: str, address: str
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    args = {"to": address, "subject": "Minutes"}
+    async with running_stack(database_url) as stack:
+        # WHEN the model asks to send an email to something that is not an address
+        events = await stack.respond(
+            token_for(user_id),
+            {"chatId": str(chat_id), "content": f"/send_email {json.dumps(args)}"},
+        )
+        assert events[-1][0] == "handoff"
+        message = await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
+        run = stack.handoff_run()
+    # THEN nobody was asked to approve it: no question, no decision, no approval step
+    assert not any("approval" in step for step in run.attempts), run.attempts
+    assert {"pendingApproval", "approvals"}.isdisjoint(message["metadata"])
+    # AND the model got an error result saying what is wrong, and the turn went on
+    [result] = await fetch(database_url, "select * from handoff.tool_results")
+    assert result["status"] == "error"
+    assert result["content"].startswith("Error: invalid arguments for send_email: to: ")
+    assert "Fix them and call again." in result["content"]
+    assert "sent (simulated)" not in message["content"]
+    assert "invalid arguments for send_email" in message["content"]
+
+
+async def test_the_question_shows_every_hidden_character_of_the_arguments(
+    database_url: str,
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    # The model's arguments carry a bidi override and a zero-width space: the attachment that
+    # reads "invoiceexe.pdf" is an .exe.
+    args = {"to": "ada@example.com", "subject": "invoice\u202efdp.exe", "body": "pay\u200bnow"}
+    async with running_stack(database_url) as stack:
+        events = await stack.respond(
+            token, {"chatId": str(chat_id), "content": f"/send_email {json.dumps(args)}"}
+        )
+        assert events[-1][0] == "handoff"
+        message = await wait_for_row(database_url, AWAITING_SQL)
+        pending = message["metadata"]["pendingApproval"]
+        listed = await stack.http.get(
+            f"/api/chat/{chat_id}/history", headers={"Authorization": f"Bearer {token}"}
+        )
+        status, _ = await answer(stack, token, chat_id, pending["toolCallId"], approved=False)
+        assert status == 202
+        await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
+    # THEN the call is kept as the model made it, and shown with both characters made visible
+    assert pending["args"] == args
+    shown = pending["display"]
+    assert '"subject": "invoice\\u202efdp.exe"' in shown
+    assert '"body": "pay\\u200bnow"' in shown
+    assert "\u202e" not in shown
+    assert "\u200b" not in shown
+    assert json.loads(shown) == args
+    # AND every frontend gets it, whether from Realtime's row or the history
+    assert listed.json()["messages"][-1]["pendingApproval"] == pending

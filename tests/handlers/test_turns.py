@@ -6,6 +6,7 @@ import uuid
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
+from infra.store.ids import ChatId, client_message_id
 from tests.support import create_user_with_chat, durable_messages, fetch, running_stack, token_for
 
 
@@ -80,7 +81,9 @@ async def test_plain_message_finishes_on_the_quick_path(database_url: str) -> No
         ("user", "completed"),
         ("assistant", "completed"),
     ]
-    assert rows[0]["id"] == message_id
+    # The client's id names the message within the chat (infra/store/ids.py).
+    assert rows[0]["id"] == client_message_id(ChatId(chat_id), message_id)
+    assert str(rows[0]["id"]) == events[0][1]["userMessageId"]
     assert rows[1]["content"] == done["content"]
     history = await durable_messages(database_url, chat_id)
     assert [m.content for m in history] == ["hello there", done["content"]]

@@ -224,11 +224,11 @@ async def replay_after_failure(databases: Databases) -> list[Figures]:
 
 
 async def _two_round_turn(
-    url: str, user_message_id: uuid.UUID, drop: str | None
+    url: str, chat_id: uuid.UUID, user_message_id: uuid.UUID, drop: str | None
 ) -> tuple[Figures, list[tuple[Any, ...]], list[str], list[int]]:
     """One two-round turn; `drop` names the step whose output is lost once after it ran."""
     await prepare(url)
-    user_id, chat_id = await create_user_with_chat(url)
+    user_id, chat_id = await create_user_with_chat(url, chat_id=chat_id)
     async with running_stack(url, tools=recording_tools(url)) as stack:
         if drop is not None:
             stack.executor.drop_step_output(drop)
@@ -238,8 +238,8 @@ async def _two_round_turn(
             {
                 "chatId": str(chat_id),
                 "content": TWO_ROUNDS_TEXT,
-                # The same message id in every database gives the same tool call ids, so the
-                # crash runs can name the reference run's steps.
+                # The same chat and message id in every database give the same tool call
+                # ids, so the crash runs can name the reference run's steps.
                 "userMessageId": str(user_message_id),
             },
         )
@@ -261,13 +261,15 @@ async def crash_at_every_step(databases: Databases) -> list[Figures]:
     """A reference run names the steps; then one run per step loses that step's output once.
     A run counts as lost unless its final content and durable messages equal the reference's
     and its draft `seq` never went backwards."""
-    user_message_id = uuid.uuid4()
+    chat_id, user_message_id = uuid.uuid4(), uuid.uuid4()
     async with databases() as url:
-        reference, messages, steps, _ = await _two_round_turn(url, user_message_id, None)
+        reference, messages, steps, _ = await _two_round_turn(url, chat_id, user_message_id, None)
     results = [reference]
     for step in steps:
         async with databases() as url:
-            figures, crashed_messages, _, seqs = await _two_round_turn(url, user_message_id, step)
+            figures, crashed_messages, _, seqs = await _two_round_turn(
+                url, chat_id, user_message_id, step
+            )
         if crashed_messages != messages or seqs != sorted(set(seqs)):
             figures["lost"] = 1
         results.append(figures)

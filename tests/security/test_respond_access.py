@@ -16,7 +16,15 @@ import httpx
 import pytest
 
 from tests.security.server_log import describe, logged_exceptions
-from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    execute,
+    fetch,
+    parse_sse,
+    running_stack,
+    token_for,
+)
 
 
 def unsigned_token(user_id: uuid.UUID) -> str:
@@ -125,25 +133,57 @@ async def test_an_error_answer_leaves_no_unhandled_exception_behind(
     assert exceptions == [], describe(exceptions)
 
 
-async def test_reusing_someone_elses_message_id_changes_nothing_of_theirs(
+async def test_a_message_id_from_anywhere_else_answers_as_a_fresh_one(
     database_url: str,
 ) -> None:
-    # GIVEN a victim's finished turn
+    # GIVEN a victim's finished turn, sent with an id of the client's choosing
     victim, victim_chat = await create_user_with_chat(database_url)
     intruder, intruder_chat = await create_user_with_chat(database_url)
-    message_id = str(uuid.uuid4())
+    victim_second_chat = uuid.uuid4()
+    await execute(
+        database_url,
+        "insert into public.chat (id, user_id) values (%s, %s)",
+        victim_second_chat,
+        victim,
+    )
+    client_id = str(uuid.uuid4())
     async with running_stack(database_url) as stack:
+
+        async def send(user: uuid.UUID, chat: uuid.UUID, message_id: str) -> tuple[int, Any]:
+            body = {"chatId": str(chat), "content": "hello", "userMessageId": message_id}
+            response = await post(stack, body, bearer(token_for(user)))
+            if response.status_code != 200:
+                return response.status_code, response.json()
+            events = parse_sse(response.content)
+            return 200, ([name for name, _ in events], events[0][1]["userMessageId"])
+
         await stack.respond(
             token_for(victim),
-            {"chatId": str(victim_chat), "content": "secret", "userMessageId": message_id},
+            {"chatId": str(victim_chat), "content": "secret", "userMessageId": client_id},
         )
+        [stored] = await fetch(database_url, "select id from message where role = 'user'")
         before = await fetch(database_url, "select * from message order by created_at")
-        # WHEN the intruder sends a message into their own chat under the victim's message id
-        response = await post(
-            stack,
-            {"chatId": str(intruder_chat), "content": "mine now", "userMessageId": message_id},
-            bearer(token_for(intruder)),
-        )
-    # THEN it is refused, and the victim's messages are as they were
-    assert_json_error(response, 409, "duplicate_message")
-    assert await fetch(database_url, "select * from message order by created_at") == before
+
+        # WHEN the intruder sends into their own chat under the victim's id, the client's or
+        # the stored one, and under a fresh one
+        answers = [
+            await send(intruder, intruder_chat, message_id)
+            for message_id in (client_id, str(stored["id"]), str(uuid.uuid4()))
+        ]
+        # AND the victim reuses their id in another chat of theirs
+        answers.append(await send(victim, victim_second_chat, client_id))
+        # AND the intruder sends their first message again
+        again = await send(intruder, intruder_chat, client_id)
+
+    # THEN every one is answered as a fresh id is, under an id of its own
+    assert [status for status, _ in answers] == [200] * 4
+    assert len({str(names) for _, (names, _) in answers}) == 1
+    ids = [message_id for _, (_, message_id) in answers]
+    assert len(set(ids)) == 4
+    assert not {client_id, str(stored["id"])} & set(ids)
+    # AND only a send again into the same chat is the same message
+    status, body = again
+    assert (status, body["error"]["code"]) == (409, "duplicate_message")
+    # AND the victim's messages are as they were
+    after = await fetch(database_url, "select * from message order by created_at")
+    assert [row for row in after if row["chat_id"] == victim_chat] == before

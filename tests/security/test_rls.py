@@ -96,6 +96,7 @@ CLOSED_RELATIONS = (
     "langgraph.checkpoint_migrations",
     "handoff.migrations",
     "handoff.tool_results",
+    "handoff.user_limits",
 )
 CLOSED_SCHEMAS = ("langgraph", "handoff")
 TABLES_IN_SCHEMAS_SQL = """

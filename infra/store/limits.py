@@ -1,0 +1,125 @@
+"""Per-user limits on turns and chats, counted in Postgres so that they hold across processes.
+
+- **Turns per minute** (`MAX_TURNS_PER_MINUTE`) and **chats per minute**
+  (`MAX_CHATS_PER_MINUTE`): the turns the user started, the chats they created, in the last 60
+  seconds. `handoff.user_limits` keeps each user's latest few of each, by time (migration 0012).
+- **Active turns** (`MAX_ACTIVE_TURNS_PER_USER`): the user's jobs that have not ended, in any of
+  their chats: `waiting` (enqueued behind another turn), `queued` and `processing` (a quick path
+  streaming, a background job running or waiting for an approval). A quick job silent past
+  `TURN_LEASE_S` is taken for dead (infra/store/jobs.py) and does not count; a message sent with
+  `interrupt` does not count the job it cancels. Counted by the statement that stores the user's
+  message (infra/store/messages.py).
+
+`admit` comes first in the transaction that stores the message or the chat. It takes the user's
+row of `handoff.user_limits`, which makes the other requests of that user wait until this
+transaction ends, and adds this request's time only while fewer than the limit are within the
+window. So two requests sent together cannot both pass on the same count: the second one
+reads the first one's row once the first has committed, and under READ COMMITTED its later
+statements see the first one's job too. A request past a limit raises, and its transaction rolls
+back: nothing of it is stored, its time included. On the common path the limits cost one
+statement.
+
+The times live outside the Data API: a user cannot make room by deleting their own messages or
+chats.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from psycopg import errors, sql
+
+from infra.db import Conn
+from infra.store.chats import UnknownUser
+from infra.store.ids import UserId
+
+WINDOW_S = 60
+# When one of the user's turns ends cannot be known: this is how soon asking again may pay off.
+ACTIVE_TURNS_RETRY_S = 5
+
+Counted = Literal["turns", "chats"]
+
+# Keeps the newest `limit - 1` times of the window and this one; changes nothing, but still locks
+# the row, when `limit` are in the window already. On conflict, `l` is the row's latest version,
+# committed after this statement began or not.
+ADMIT_SQL = """
+insert into handoff.user_limits as l (user_id, {column})
+values (%(user_id)s, array[statement_timestamp()])
+on conflict (user_id) do update
+set {column} = array(
+      select t from unnest(l.{column}) t
+      where t > statement_timestamp() - make_interval(secs => %(window_s)s)
+      order by t desc
+      limit %(limit)s - 1
+    ) || statement_timestamp()
+where (
+  select count(*) from unnest(l.{column}) t
+  where t > statement_timestamp() - make_interval(secs => %(window_s)s)
+) < %(limit)s
+returning 1
+"""
+# After a refusal, with the row locked: the `limit`-th newest time of the window. When it leaves
+# the window, one more fits.
+FREES_AT_SQL = """
+select t + make_interval(secs => %(window_s)s) as frees_at, statement_timestamp() as now
+from handoff.user_limits l, unnest(l.{column}) t
+where l.user_id = %(user_id)s and t > statement_timestamp() - make_interval(secs => %(window_s)s)
+order by t desc
+offset %(limit)s - 1 limit 1
+"""
+
+
+@dataclass(frozen=True)
+class TurnLimits:
+    max_active: int
+    per_minute: int
+    # A quick job silent this long is taken for dead and does not count (TURN_LEASE_S).
+    lease_s: float
+
+
+class LimitReached(RuntimeError):
+    """A per-user limit refused the request; `retry_after_s` says when asking again may pass."""
+
+    def __init__(self, retry_after_s: int) -> None:
+        super().__init__(f"retry after {retry_after_s} s")
+        self.retry_after_s = retry_after_s
+
+
+class TooManyActiveTurns(LimitReached):
+    """The user has MAX_ACTIVE_TURNS_PER_USER turns that have not ended."""
+
+
+class TooManyTurns(LimitReached):
+    """The user started MAX_TURNS_PER_MINUTE turns in the last minute."""
+
+
+class TooManyChats(LimitReached):
+    """The user created MAX_CHATS_PER_MINUTE chats in the last minute."""
+
+
+REFUSALS: dict[Counted, type[LimitReached]] = {"turns": TooManyTurns, "chats": TooManyChats}
+
+
+async def admit(conn: Conn, user_id: UserId, counted: Counted, *, limit: int) -> None:
+    """Count one more of the user's turns or chats within the last minute, in `conn`'s
+    transaction, as the service; TooManyTurns or TooManyChats when `limit` are there already.
+    Until the transaction ends, the user's other requests wait here: call it first."""
+    column = sql.Identifier(counted)
+    params = {"user_id": user_id, "window_s": WINDOW_S, "limit": limit}
+    try:
+        admitted = await conn.execute(sql.SQL(ADMIT_SQL).format(column=column), params)
+    except errors.ForeignKeyViolation as exc:
+        raise UnknownUser from exc
+    if await admitted.fetchone() is not None:
+        return
+    row = await (await conn.execute(sql.SQL(FREES_AT_SQL).format(column=column), params)).fetchone()
+    retry_after_s = seconds_until(row["frees_at"], row["now"]) if row else 1
+    raise REFUSALS[counted](retry_after_s)
+
+
+def seconds_until(moment: datetime, now: datetime) -> int:
+    """Whole seconds from `now` until `moment` (at least 1): a Retry-After."""
+    return max(1, math.ceil((moment - now).total_seconds()))

@@ -1,0 +1,316 @@
+"""Per-user limits: active turns, turns per minute, chats per minute.
+
+Past a limit the answer is 429 with a Retry-After and the JSON error body, and nothing is
+stored. The limits are counted in Postgres under a per-user lock, so requests sent together
+cannot overshoot them, and other users never feel them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+import httpx
+
+from tests.security.server_log import describe, logged_exceptions
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    execute,
+    fetch,
+    parse_sse,
+    running_stack,
+    token_for,
+    wait_for_row,
+)
+
+# A turn that stays active until it is answered or canceled: its tool waits for approval.
+EMAIL = '/send_email {"to": "ada@example.com", "subject": "Minutes"}'
+AWAITING_SQL = "select 1 from message where chat_id = %s and status = 'awaiting_approval'"
+# Generous limits, so that a test meets only the one it is about.
+ROOMY: dict[str, Any] = {
+    "max_active_turns_per_user": 100,
+    "max_turns_per_minute": 100,
+    "max_chats_per_minute": 100,
+}
+
+
+async def add_chat(database_url: str, user_id: uuid.UUID) -> uuid.UUID:
+    chat_id = uuid.uuid4()
+    await execute(
+        database_url,
+        "insert into public.chat (id, user_id, title) values (%s, %s, 'more')",
+        chat_id,
+        user_id,
+    )
+    return chat_id
+
+
+async def send(
+    stack: Stack, token: str, chat_id: uuid.UUID, content: str, **extra: Any
+) -> tuple[int, httpx.Headers, Any]:
+    """POST /api/chat/respond: the status, headers and the JSON error or the SSE events."""
+    body = {"chatId": str(chat_id), "content": content, **extra}
+    async with stack.http.stream(
+        "POST", "/api/chat/respond", json=body, headers={"Authorization": f"Bearer {token}"}
+    ) as response:
+        raw = await response.aread()
+    if response.status_code == 200:
+        return 200, response.headers, parse_sse(raw)
+    return response.status_code, response.headers, response.json()
+
+
+async def new_chat(stack: Stack, token: str) -> httpx.Response:
+    return await stack.http.post(
+        "/api/chats", json={"title": "t"}, headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+async def cancel(stack: Stack, token: str, chat_id: uuid.UUID) -> None:
+    response = await stack.http.post(
+        f"/api/chat/{chat_id}/cancel", headers={"Authorization": f"Bearer {token}"}
+    )
+    assert response.status_code == 202, response.text
+
+
+# Time passes for the limits: the user's oldest counted turn or chat becomes %s seconds old.
+AGE_SQL = {
+    column: f"""
+update handoff.user_limits set {column} = array(
+  select case when t = (select min(u) from unnest({column}) u)
+              then now() - make_interval(secs => %s) else t end
+  from unnest({column}) t)
+where user_id = %s
+"""  # noqa: S608 (the column is one of two names)
+    for column in ("turns", "chats")
+}
+
+
+async def age(database_url: str, user_id: uuid.UUID, counted: str, *, oldest_by: float) -> None:
+    await execute(database_url, AGE_SQL[counted], oldest_by, user_id)
+
+
+async def stored(database_url: str) -> dict[str, int]:
+    [row] = await fetch(
+        database_url,
+        "select (select count(*) from message) as messages,"
+        " (select count(*) from job_runs) as jobs, (select count(*) from chat) as chats",
+    )
+    return dict(row)
+
+
+def assert_limited(status: int, headers: httpx.Headers, body: Any, code: str) -> int:
+    """The 429 of a limit; its Retry-After in seconds."""
+    assert status == 429, body
+    assert headers["content-type"] == "application/json"
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    retry_after = int(headers["retry-after"])
+    assert retry_after >= 1
+    return retry_after
+
+
+async def test_active_turns_past_the_limit_get_429_until_one_ends(database_url: str) -> None:
+    user_id, first = await create_user_with_chat(database_url)
+    second, third = await add_chat(database_url, user_id), await add_chat(database_url, user_id)
+    other_user, other_chat = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    settings = {**ROOMY, "max_active_turns_per_user": 2}
+    async with running_stack(database_url, **settings) as stack:
+        # GIVEN two turns of the user that have not ended: one waits for an approval in the
+        # background, one is enqueued behind it
+        status, _, events = await send(stack, token, first, EMAIL)
+        assert (status, events[-1][0]) == (200, "handoff")
+        await wait_for_row(database_url, AWAITING_SQL, first)
+        status, _, events = await send(stack, token, first, "and then", multitaskStrategy="enqueue")
+        assert (status, events[-1][1]["status"]) == (200, "queued")
+        before = await stored(database_url)
+
+        # WHEN the user starts a third turn, in another chat
+        with logged_exceptions() as exceptions:
+            status, headers, body = await send(stack, token, second, "hello")
+
+        # THEN it is refused with a Retry-After, and nothing of it is stored
+        assert assert_limited(status, headers, body, "too_many_active_turns") == 5
+        assert exceptions == [], describe(exceptions)
+        assert await stored(database_url) == before
+        # AND another user is not held back by it
+        status, _, events = await send(stack, token_for(other_user), other_chat, "hello")
+        assert (status, events[-1][0]) == (200, "done")
+
+        # WHEN a message interrupts the job that waits: it takes that job's place, so it passes
+        status, _, events = await send(
+            stack, token, first, "never mind", multitaskStrategy="interrupt"
+        )
+        assert (status, events[-1][0]) == (200, "done")
+        # (the enqueued turn now runs in the background, and ends)
+        await stack.executor.wait_idle()
+
+        # THEN, with the user's turns ended, new ones pass again
+        for chat in (second, third):
+            status, _, events = await send(stack, token, chat, "hello again")
+            assert (status, events[-1][0]) == (200, "done")
+
+
+async def test_a_canceled_turn_no_longer_counts(database_url: str) -> None:
+    user_id, first = await create_user_with_chat(database_url)
+    second = await add_chat(database_url, user_id)
+    token = token_for(user_id)
+    async with running_stack(database_url, **{**ROOMY, "max_active_turns_per_user": 1}) as stack:
+        assert (await send(stack, token, first, EMAIL))[0] == 200
+        await wait_for_row(database_url, AWAITING_SQL, first)
+        status, headers, body = await send(stack, token, second, "hello")
+        assert_limited(status, headers, body, "too_many_active_turns")
+        await cancel(stack, token, first)
+        status, _, events = await send(stack, token, second, "hello")
+        assert (status, events[-1][0]) == (200, "done")
+        await stack.executor.wait_idle()
+
+
+async def test_turns_sent_together_cannot_overshoot_the_active_limit(database_url: str) -> None:
+    user_id, first = await create_user_with_chat(database_url)
+    chats = [first] + [await add_chat(database_url, user_id) for _ in range(5)]
+    token = token_for(user_id)
+    limit = 3
+    async with running_stack(
+        database_url, **{**ROOMY, "max_active_turns_per_user": limit}
+    ) as stack:
+        # WHEN twice the limit of turns that stay active are sent at once, one per chat
+        replies = await asyncio.gather(*(send(stack, token, chat, EMAIL) for chat in chats))
+        statuses = sorted(status for status, _, _ in replies)
+        # THEN exactly the limit pass
+        assert statuses == [200] * limit + [429] * limit
+        for status, headers, body in replies:
+            if status == 429:
+                assert_limited(status, headers, body, "too_many_active_turns")
+        assert len(await fetch(database_url, "select 1 from message where role = 'user'")) == limit
+        assert len(await fetch(database_url, "select 1 from job_runs")) == limit
+        for chat, (status, _, _) in zip(chats, replies, strict=True):
+            if status == 200:
+                await wait_for_row(database_url, AWAITING_SQL, chat)
+                await cancel(stack, token, chat)
+        await stack.executor.wait_idle()
+
+
+async def test_turns_per_minute_past_the_limit_get_429_until_the_oldest_leaves_the_window(
+    database_url: str,
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    other_user, other_chat = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url, **{**ROOMY, "max_turns_per_minute": 3}) as stack:
+        # GIVEN three turns in the last minute
+        for n in range(3):
+            status, _, events = await send(stack, token, chat_id, f"message {n}")
+            assert (status, events[-1][0]) == (200, "done")
+        before = await stored(database_url)
+
+        # WHEN the user sends a fourth
+        status, headers, body = await send(stack, token, chat_id, "one more")
+
+        # THEN it is refused until the first leaves the minute, and nothing is stored
+        retry_after = assert_limited(status, headers, body, "too_many_turns")
+        assert 55 <= retry_after <= 60
+        assert f"Try again in {retry_after} seconds." in body["error"]["message"]
+        assert await stored(database_url) == before
+        # AND another user is not held back by it
+        status, _, events = await send(stack, token_for(other_user), other_chat, "hello")
+        assert (status, events[-1][0]) == (200, "done")
+
+        # WHEN the first turn is 50 s old, the wait left is about 10 s
+        await age(database_url, user_id, "turns", oldest_by=50)
+        status, headers, body = await send(stack, token, chat_id, "one more")
+        assert 9 <= assert_limited(status, headers, body, "too_many_turns") <= 11
+        # AND once it is older than a minute, one more turn fits, and only one
+        await age(database_url, user_id, "turns", oldest_by=61)
+        status, _, events = await send(stack, token, chat_id, "one more")
+        assert (status, events[-1][0]) == (200, "done")
+        status, headers, body = await send(stack, token, chat_id, "and another")
+        assert_limited(status, headers, body, "too_many_turns")
+        # AND deleting their messages (which the Data API lets a user do) makes no room
+        await execute(database_url, "delete from message where chat_id = %s", chat_id)
+        status, headers, body = await send(stack, token, chat_id, "and another")
+        assert_limited(status, headers, body, "too_many_turns")
+
+
+async def test_turns_sent_together_cannot_overshoot_the_per_minute_limit(
+    database_url: str,
+) -> None:
+    user_id, first = await create_user_with_chat(database_url)
+    chats = [first] + [await add_chat(database_url, user_id) for _ in range(7)]
+    token = token_for(user_id)
+    limit = 4
+    async with running_stack(database_url, **{**ROOMY, "max_turns_per_minute": limit}) as stack:
+        replies = await asyncio.gather(*(send(stack, token, chat, "hello") for chat in chats))
+    statuses = sorted(status for status, _, _ in replies)
+    assert statuses == [200] * limit + [429] * limit
+    for status, headers, body in replies:
+        if status == 429:
+            assert_limited(status, headers, body, "too_many_turns")
+    assert len(await fetch(database_url, "select 1 from message where role = 'user'")) == limit
+    assert len(await fetch(database_url, "select 1 from job_runs")) == limit
+
+
+async def test_chats_per_minute_past_the_limit_get_429_and_create_nothing(
+    database_url: str,
+) -> None:
+    user_id, _ = await create_user_with_chat(database_url)
+    other_user, _ = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url, **{**ROOMY, "max_chats_per_minute": 2}) as stack:
+        # GIVEN two chats created in the last minute
+        for _ in range(2):
+            assert (await new_chat(stack, token)).status_code == 201
+        before = await stored(database_url)
+
+        # WHEN the user creates one more
+        response = await new_chat(stack, token)
+
+        # THEN it is refused, and no chat is created
+        retry_after = assert_limited(
+            response.status_code, response.headers, response.json(), "too_many_chats"
+        )
+        assert 55 <= retry_after <= 60
+        assert await stored(database_url) == before
+        # AND another user is not held back by it
+        assert (await new_chat(stack, token_for(other_user))).status_code == 201
+
+        # WHEN the first is more than a minute old, one more chat can be created
+        await age(database_url, user_id, "chats", oldest_by=61)
+        assert (await new_chat(stack, token)).status_code == 201
+        response = await new_chat(stack, token)
+        assert_limited(response.status_code, response.headers, response.json(), "too_many_chats")
+
+
+async def test_chats_created_together_cannot_overshoot_the_limit(database_url: str) -> None:
+    user_id = uuid.uuid4()
+    await execute(database_url, "insert into auth.users (id) values (%s)", user_id)
+    token = token_for(user_id)
+    limit = 4
+    async with running_stack(database_url, **{**ROOMY, "max_chats_per_minute": limit}) as stack:
+        responses = await asyncio.gather(*(new_chat(stack, token) for _ in range(2 * limit)))
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses == [201] * limit + [429] * limit
+    assert len(await fetch(database_url, "select 1 from chat")) == limit
+
+
+async def test_a_token_whose_user_does_not_exist_counts_nothing(database_url: str) -> None:
+    _, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url) as stack:
+        status, _, body = await send(stack, token_for(uuid.uuid4()), chat_id, "hello")
+    assert (status, body["error"]["code"]) == (401, "unauthorized")
+    assert await fetch(database_url, "select * from handoff.user_limits") == []
+    assert await fetch(database_url, "select * from message") == []
+
+
+async def test_the_limits_are_documented_where_they_apply(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        paths = stack.app.openapi()["paths"]
+    for path, method in (("/api/chat/respond", "post"), ("/api/chats", "post")):
+        limited = paths[path][method]["responses"]["429"]
+        assert "Retry-After" in limited["headers"]
+        assert limited["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/ErrorBody"
+        }
+    assert "429" not in paths["/api/chats"]["get"]["responses"]
