@@ -377,6 +377,9 @@ async def round_past_budget(databases: Databases) -> list[Figures]:
 # --- 7. the server dies while the quick path streams ---------------------------------------------
 
 LONG_TEXT = " ".join(f"word{i}" for i in range(60))  # echoed word by word: ~2.4 s at 40 ms
+ONE_RECORD_REPLY = (
+    "Let me use record for that.\n\nHere is what I found: record returned recorded a."
+)
 
 
 async def quick_path_killed(databases: Databases) -> list[Figures]:
@@ -426,8 +429,7 @@ async def quick_path_killed(databases: Databases) -> list[Figures]:
             [r["status"] for r in replies] == expected
             and replies[0]["content"].startswith('You said: "word0')
             and replies[0]["content"].endswith(f"\n\n{STOPPED_TEXT}")
-            and replies[1]["content"]
-            == "Let me use record for that.\n\nHere is what I found: record returned recorded a."
+            and replies[1]["content"] == ONE_RECORD_REPLY
         )
         executions = await fetch(url, "select count(*) as n from tool_execution_log")
         return [
@@ -437,6 +439,113 @@ async def quick_path_killed(databases: Databases) -> list[Figures]:
                 lost=1 - int(good),
                 seconds=seconds,
                 max_executions=int(executions[0]["n"]),
+            )
+        ]
+
+
+# --- 8. a tool output larger than a step may carry --------------------------------------------
+
+
+async def large_tool_output(databases: Databases) -> list[Figures]:
+    """A tool returns 3 MB and no bucket is set: the output is cut short with a note the model
+    and the user see, within Inngest's limits, and the turn completes once."""
+    async with databases() as url:
+        await prepare(url)
+        user_id, chat_id = await create_user_with_chat(url)
+        async with running_stack(url, tools=recording_tools(url)) as stack:
+            started = time.perf_counter()
+            events = await stack.respond(
+                token_for(user_id), {"chatId": str(chat_id), "content": "/report 3000"}
+            )
+            handoff_event_id(events)
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+            seconds = time.perf_counter() - started
+            completed = stack.handoff_run().status == "completed"
+        [reply] = await fetch(
+            url, "select * from message where chat_id = %s and role = 'assistant'", chat_id
+        )
+        [progress] = reply["metadata"]["snapshot"]["progress"]
+        good = (
+            completed
+            and reply["status"] == "completed"
+            and "only the first" in reply["content"]
+            and bool(progress.get("note"))
+        )
+        figures = await turn_figures(url, chat_id, reply["content"], seconds)
+        del figures["max_executions"]  # (the report tool keeps no log of its runs)
+        return [{**figures, "final_messages": int(good), "lost": 1 - int(good)}]
+
+
+# --- 9. one user sends more turns at once than they may have running ---------------------------
+
+BURST = 8
+MAX_ACTIVE = 3
+
+
+async def one_users_burst(databases: Databases) -> list[Figures]:
+    """One user sends a turn to each of 8 chats at once, with 3 allowed to run: 3 are answered
+    whole, 5 get 429 and leave nothing stored, and no answer is lost or doubled."""
+    async with databases() as url:
+        await prepare(url)
+        user_id, first_chat = await create_user_with_chat(url)
+        chats = [first_chat]
+        for _ in range(BURST - 1):
+            chat_id = uuid.uuid4()
+            await fetch(
+                url,
+                "insert into public.chat (id, user_id, title) values (%s, %s, 'burst')"
+                " returning id",
+                chat_id,
+                user_id,
+            )
+            chats.append(chat_id)
+        token = token_for(user_id)
+        async with running_stack(
+            url, tools=recording_tools(url), max_active_turns_per_user=MAX_ACTIVE
+        ) as stack:
+            started = time.perf_counter()
+
+            async def send(chat_id: uuid.UUID) -> int:
+                body = {"chatId": str(chat_id), "content": "/record a"}
+                headers = {"Authorization": f"Bearer {token}"}
+                async with stack.http.stream(
+                    "POST", "/api/chat/respond", json=body, headers=headers
+                ) as response:
+                    await response.aread()
+                    return response.status_code
+
+            statuses = await asyncio.gather(*(send(c) for c in chats))
+            await stack.executor.wait_idle(RUN_TIMEOUT_S)
+            seconds = time.perf_counter() - started
+        admitted = [c for c, code in zip(chats, statuses, strict=True) if code == 200]
+        refused = [c for c, code in zip(chats, statuses, strict=True) if code == 429]
+        replies = await fetch(
+            url, "select chat_id, status, content from message where role = 'assistant'"
+        )
+        left = await fetch(
+            url, "select 1 from message where chat_id = any(%s)", [str(c) for c in refused]
+        )
+        done = sum(
+            1 for r in replies if (r["status"], r["content"]) == ("completed", ONE_RECORD_REPLY)
+        )
+        executions = await fetch(
+            url,
+            "select count(*) as n from tool_execution_log"
+            " group by tool_call_id order by n desc limit 1",
+        )
+        good = (
+            len(admitted) == MAX_ACTIVE
+            and len(refused) == BURST - MAX_ACTIVE
+            and done == MAX_ACTIVE
+            and not left
+        )
+        return [
+            Figures(
+                final_messages=done,
+                duplicates=max(0, len(replies) - len(admitted)),
+                lost=(len(admitted) - done) + len(left) + (0 if good else 1),
+                seconds=seconds,
+                max_executions=int(executions[0]["n"]) if executions else 0,
             )
         ]
 
@@ -451,4 +560,6 @@ SCENARIOS: dict[str, Scenario] = {
     "client disconnect": client_disconnect,
     "round past its budget": round_past_budget,
     "server killed mid-stream": quick_path_killed,
+    "3 MB tool output, no bucket": large_tool_output,
+    "one user's burst past the limit": one_users_burst,
 }

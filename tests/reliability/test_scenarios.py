@@ -6,11 +6,14 @@ import pytest
 
 from tests.databases import fresh_database
 from tests.reliability.scenarios import (
+    MAX_ACTIVE,
     Databases,
     Figures,
     client_disconnect,
     crash_at_every_step,
     duplicate_deliveries,
+    large_tool_output,
+    one_users_burst,
     outbox_resend,
     quick_path_killed,
     replay_after_failure,
@@ -61,3 +64,18 @@ async def test_a_server_killed_mid_stream_leaves_an_interrupted_reply_and_a_free
     databases: Databases,
 ) -> None:
     assert without_time(await quick_path_killed(databases)) == [CLEAN]
+
+
+async def test_a_3_mb_tool_output_is_cut_short_and_the_turn_completes(
+    databases: Databases,
+) -> None:
+    unlogged = {k: v for k, v in CLEAN.items() if k != "max_executions"}
+    assert without_time(await large_tool_output(databases)) == [unlogged]
+
+
+async def test_a_users_burst_past_their_limit_loses_and_doubles_nothing(
+    databases: Databases,
+) -> None:
+    assert without_time(await one_users_burst(databases)) == [
+        {**CLEAN, "final_messages": MAX_ACTIVE}
+    ]
