@@ -18,10 +18,10 @@ from collections.abc import Coroutine
 from typing import Any
 
 import jwt
-from fastapi import FastAPI
 
 from devkit.app import create_dev_app
-from devkit.change_feed import WAL_LEVEL_SQL, ChangeFeed
+from devkit.change_feed import WAL_LEVEL_SQL
+from devkit.changes import close_change_feed
 from devkit.dev_home import DevHome
 from devkit.dev_logs import RequestLog, quiet_stop
 from devkit.dev_routes import DevSession, install_dev_routes
@@ -192,7 +192,7 @@ async def dev_server(settings: Settings, app_sock: socket.socket, home: DevHome)
                 await asyncio.Event().wait()
             finally:
                 stopping.set()
-                await _end_streams(app)
+                await close_change_feed(app)
         return
     assert settings.inngest_signing_key
     assert settings.inngest_event_key
@@ -227,18 +227,11 @@ async def dev_server(settings: Settings, app_sock: socket.socket, home: DevHome)
                 # Runs first: no step starts while the app shuts down. A run cut short leaves
                 # its job unfinished, for the next start to resume.
                 await executor.stop()
-                await _end_streams(app)
+                await close_change_feed(app)
 
 
 def _jobs(count: int) -> str:
     return "1 background job" if count == 1 else f"{count} background jobs"
-
-
-async def _end_streams(app: FastAPI) -> None:
-    """End the change feed's streams now, rather than after the server's grace period."""
-    feed: ChangeFeed | None = getattr(app.state, "change_feed", None)
-    if feed is not None:
-        await feed.close()
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:
