@@ -14,8 +14,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Coroutine
-from typing import Any
+from dataclasses import dataclass, field
 
 import jwt
 
@@ -100,37 +99,55 @@ def listening_socket(host: str, port: int) -> socket.socket:
 
 
 def run(settings: Settings, host: str, port: int, home: DevHome) -> int:
-    """`handoff dev` until Ctrl-C, SIGTERM or SIGHUP, which all stop it the same way: requests
-    and runs end, the embedded Postgres stops when no other dev server uses it. The exit code."""
+    """`handoff dev` until Ctrl-C, SIGTERM or SIGHUP, which all stop it the same way: runs and
+    requests end, the embedded Postgres stops when no other dev server uses it. The exit code."""
     try:
         app_sock = listening_socket(host, port)
     except PortUnavailable as exc:
         print(f"handoff dev: {exc}.", file=sys.stderr)
         return 1
     with contextlib.suppress(KeyboardInterrupt):  # one before the handlers were in place
-        asyncio.run(_until_stopped(dev_server(settings, app_sock, home)))
+        asyncio.run(_until_stopped(settings, app_sock, home))
     return 0
 
 
-async def _until_stopped(server: Coroutine[Any, Any, None]) -> None:
+@dataclass
+class StopRequest:
+    """Set by a stop signal. While the server starts, the signal cancels the start instead."""
+
+    requested: asyncio.Event = field(default_factory=asyncio.Event)
+    serving: bool = False
+
+    async def wait(self) -> None:
+        self.serving = True
+        await self.requested.wait()
+
+
+async def _until_stopped(settings: Settings, app_sock: socket.socket, home: DevHome) -> None:
     main = asyncio.current_task()
     assert main is not None
     loop = asyncio.get_running_loop()
-    stopping: list[signal.Signals] = []
+    stop = StopRequest()
+    received: list[signal.Signals] = []
 
-    def stop(signum: signal.Signals) -> None:
-        # A second signal cuts the shutdown short.
-        if not stopping:
+    def on_signal(signum: signal.Signals) -> None:
+        received.append(signum)
+        if len(received) == 1:
             _say(f"\nStopping ({signum.name})…")
-        stopping.append(signum)
-        main.cancel()
+        elif len(received) == 2:
+            # The stop takes seconds at most (uvicorn's grace period, turns storing their
+            # reply); cutting it short would leave what it stops half done.
+            _say("Still stopping…")
+        stop.requested.set()
+        if not stop.serving:
+            main.cancel()
 
     for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, stop, signum)
+        loop.add_signal_handler(signum, on_signal, signum)
     try:
-        await server
+        await dev_server(settings, app_sock, home, stop)
     except asyncio.CancelledError:
-        if not stopping:
+        if not received:
             raise
     finally:
         for signum in STOP_SIGNALS:
@@ -144,8 +161,10 @@ def _say(text: str) -> None:
         print(text, flush=True)
 
 
-async def dev_server(settings: Settings, app_sock: socket.socket, home: DevHome) -> None:
-    """The whole stack on `app_sock`, until cancelled."""
+async def dev_server(
+    settings: Settings, app_sock: socket.socket, home: DevHome, stop: StopRequest
+) -> None:
+    """The whole stack on `app_sock`, until `stop` is requested."""
     updates: dict[str, object] = {}
     if not settings.database_url:
         print("DATABASE_URL not set: starting an embedded Postgres…", flush=True)
@@ -189,7 +208,7 @@ async def dev_server(settings: Settings, app_sock: socket.socket, home: DevHome)
                 origin, token, "Inngest at " + (settings.inngest_origin or "Inngest Cloud")
             )
             try:
-                await asyncio.Event().wait()
+                await stop.wait()
             finally:
                 stopping.set()
                 await close_change_feed(app)
@@ -221,7 +240,7 @@ async def dev_server(settings: Settings, app_sock: socket.socket, home: DevHome)
                 )
             _print_ready(origin, token, "local executor (development only)")
             try:
-                await asyncio.Event().wait()
+                await stop.wait()
             finally:
                 stopping.set()
                 # Runs first: no step starts while the app shuts down. A run cut short leaves
