@@ -52,12 +52,20 @@ def _is_loopback(address: str) -> bool:
 
 
 def _is_loopback_name(host: str | None) -> bool:
-    """`localhost`, a name under it (browsers resolve those to loopback themselves, RFC 6761)
-    or a loopback address: the Host header of a request to this machine by its own name."""
+    """`localhost`, a name under it (browsers resolve those to loopback themselves, RFC 6761),
+    a loopback address, or the unspecified one (`--host 0.0.0.0` prints it in the banner, and
+    a connection to it reaches this machine): the Host of a request to this machine by its own
+    name."""
     if not host:
         return False
     host = host.strip("[]").rstrip(".").lower()
-    return host == "localhost" or host.endswith(".localhost") or _is_loopback(host)
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
 
 
 def install_dev_routes(app: FastAPI, session: DevSession) -> None:

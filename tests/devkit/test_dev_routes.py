@@ -53,7 +53,15 @@ async def test_the_session_is_the_demo_users_and_only_for_this_machine(database_
 
 
 @pytest.mark.parametrize(
-    "host", ["localhost:8000", "127.0.0.1:8000", "[::1]:8000", "chat.localhost:8000", "LOCALHOST"]
+    "host",
+    [
+        "localhost:8000",
+        "127.0.0.1:8000",
+        "[::1]:8000",
+        "chat.localhost:8000",
+        "LOCALHOST",
+        "0.0.0.0:8000",
+    ],
 )
 async def test_the_session_answers_a_page_of_this_machine_by_its_own_name(
     database_url: str, host: str
