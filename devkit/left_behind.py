@@ -33,13 +33,17 @@ async def dev_server_presence(database_url: str) -> AsyncIterator[bool]:
     """Mark this database as served by a dev server until the block ends (or the process
     dies: the lock goes with its connection). Yields True when no other dev server was
     serving it: whatever is unfinished then, nobody is running."""
-    async with await connect(database_url) as conn:
+    conn = await connect(database_url)
+    try:
         row = await (await conn.execute(TRY_ALONE_SQL, (DEV_SERVER_LOCK,))).fetchone()
         alone = bool(row and row["alone"])
         await conn.execute(SHARE_SQL, (DEV_SERVER_LOCK,))
         if alone:
             await conn.execute(UNLOCK_SQL, (DEV_SERVER_LOCK,))
         yield alone
+    finally:
+        # Only closed, never committed: the connection may have died with its server meanwhile.
+        await conn.close()
 
 
 async def end_quick_turns_left_behind(pool: Pool) -> int:

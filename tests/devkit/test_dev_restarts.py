@@ -98,6 +98,27 @@ async def test_a_turn_cut_off_by_kill_9_completes_after_a_restart(
         assert await second.stop() == 0
 
 
+async def test_a_second_dev_server_leaves_the_first_ones_jobs_alone(
+    database_url: str, tmp_path: Path
+) -> None:
+    async with dev_servers() as started:
+        first = await start_handoff_dev(database_url, tmp_path)
+        started.append(first)
+        reply_id = await send(first, "/sleep 3")
+        await wait_until_running(first, str(DEMO_CHAT_ID), "sleep")
+        # WHEN another dev server starts on the same database while the job runs
+        second = await start_handoff_dev(database_url, tmp_path)
+        started.append(second)
+        # THEN it does not take the job: the first server's run finishes it, once
+        assert "Another handoff dev serves this database" in second.output
+        assert "Resuming" not in second.output
+        await wait_until_completed(database_url, reply_id)
+        [job] = await fetch(database_url, "select status, attempt from job_runs")
+        assert (job["status"], job["attempt"]) == ("completed", 1)
+        assert await second.stop() == 0
+        assert await first.stop() == 0
+
+
 async def test_a_token_from_before_a_restart_still_works(database_url: str, tmp_path: Path) -> None:
     async with dev_servers() as started:
         first = await start_handoff_dev(database_url, tmp_path)
