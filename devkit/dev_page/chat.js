@@ -42,7 +42,7 @@ async function errorOf(response) {
   return new RequestError(response.status, code, message);
 }
 
-async function api(session, path, { method = 'GET', body, signal } = {}) {
+async function api(session, path, { method = 'GET', body, signal, renew = true } = {}) {
   const headers = { Accept: 'application/json' };
   if (session) headers.Authorization = `Bearer ${session.token}`;
   if (body !== undefined) headers['Content-Type'] = 'application/json';
@@ -58,8 +58,33 @@ async function api(session, path, { method = 'GET', body, signal } = {}) {
     if (error.name === 'AbortError') throw error;
     throw new RequestError(0, 'network', 'The server cannot be reached. Is `handoff dev` running?');
   }
+  if (response.status === 401 && session && renew) {
+    await errorOf(response);
+    await renewSession(session);
+    return api(session, path, { method, body, signal, renew: false });
+  }
   if (!response.ok) throw await errorOf(response);
   return response.status === 204 ? null : response.json();
+}
+
+// The demo user's token is signed with the dev server's secret, which outlives a restart; a
+// server started with another data directory (or after its token expired) answers 401, and the
+// page asks for a new token once, then tries again. With supabase-js, the client refreshes
+// its session itself.
+let renewal = null;
+
+function renewSession(session) {
+  // Every request that met the 401 meanwhile waits for the same answer.
+  renewal =
+    renewal ||
+    api(null, '/api/dev/session')
+      .then((fresh) => {
+        session.token = fresh.token;
+      })
+      .finally(() => {
+        renewal = null;
+      });
+  return renewal;
 }
 
 // Server-Sent Events from a fetch body: calls onEvent(name, data) per event, skips comments.
@@ -166,6 +191,7 @@ export function devChannel(session, chatId) {
   }
 
   async function connect(callback) {
+    let renewed = false;
     while (!closed) {
       try {
         const response = await fetch(`/api/dev/chat/${encodeURIComponent(chatId)}/changes`, {
@@ -173,6 +199,13 @@ export function devChannel(session, chatId) {
           signal: controller.signal,
           cache: 'no-store',
         });
+        if (response.status === 401 && !renewed) {
+          // A token the server no longer takes: ask for a new one, once, and rejoin at once.
+          await errorOf(response);
+          renewed = true;
+          await renewSession(session);
+          continue;
+        }
         if (!response.ok) {
           const error = await errorOf(response);
           callback('CHANNEL_ERROR', error);
@@ -184,6 +217,7 @@ export function devChannel(session, chatId) {
           await readSse(response, (event, data) => {
             if (event === 'subscribed') {
               attempt = 0;
+              renewed = false;
               callback('SUBSCRIBED');
             } else if (event === 'postgres_changes') {
               dispatch(data);
@@ -784,23 +818,32 @@ async function send() {
     renderAll();
   };
 
-  let response;
-  try {
-    response = await fetch('/api/chat/respond', {
+  const body = JSON.stringify({
+    chatId,
+    content,
+    userMessageId: userMessage.id,
+    multitaskStrategy: els.strategy.value,
+  });
+  const post = () =>
+    fetch('/api/chat/respond', {
       method: 'POST',
       headers: {
         Authorization: `Bearer ${state.session.token}`,
         'Content-Type': 'application/json',
         Accept: 'text/event-stream',
       },
-      body: JSON.stringify({
-        chatId,
-        content,
-        userMessageId: userMessage.id,
-        multitaskStrategy: els.strategy.value,
-      }),
+      body,
       signal: controller.signal,
     });
+  let response;
+  try {
+    response = await post();
+    if (response.status === 401) {
+      // Nothing was stored: ask for a new token once, and send the same message again.
+      await errorOf(response);
+      await renewSession(state.session);
+      response = await post();
+    }
   } catch (error) {
     if (error.name !== 'AbortError') {
       refused('Not sent: the server cannot be reached. Your message is still in the box.');

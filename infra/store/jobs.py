@@ -7,6 +7,7 @@ background), `turn` (a message enqueued behind another job; the background runs 
     handoff, turn:  queued --claim--> processing --finish--> completed
     waiting --(the job ahead ends; trigger, migration 0007)--> queued
     queued | processing --cancel--> canceled ;  --fail--> error --claim (a replay)--> processing
+    handoff, turn:  processing --release (its run is known to be gone)--> queued
 
 The rules:
 
@@ -25,6 +26,9 @@ The rules:
 - **Ends are final**: only a live job completes, fails or is canceled; a late report (another
   run's, a retry after a replay succeeded) changes nothing. A failed job may be claimed again:
   a dashboard replay resumes it.
+- **Release**: a background job whose run is known to have died with its executor (`handoff
+  dev` knows it of every unfinished job when it starts alone on its database) goes back to
+  `queued` without waiting out the lease, and a fresh run of its event claims it.
 - `error` holds a code and plain words only, never a traceback: the chat's owner can read it.
 """
 
@@ -161,6 +165,13 @@ set metadata = metadata || jsonb_build_object(
   'roundReruns', coalesce((metadata ->> 'roundReruns')::int, 0) + 1)
 where idempotency_key = %s
 """
+# Every unfinished background job, each with its event's data. Only for a caller that knows no
+# run of any of them is alive: a live run would lose its hold on the job.
+RELEASE_SQL = """
+update public.job_runs set status = 'queued', updated_at = now()
+where kind <> 'quick' and status in ('queued', 'processing')
+returning idempotency_key, payload
+"""
 
 
 class JobAlreadyActive(RuntimeError):
@@ -184,6 +195,12 @@ class ClaimedJob:
     root_message_id: MessageId
     payload: dict[str, Any]
     attempt: int  # 1 for the job's first claim
+
+
+@dataclass(frozen=True)
+class ReleasedJob:
+    idempotency_key: str
+    payload: dict[str, Any]  # the chat/tool_handoff event's data
 
 
 @dataclass(frozen=True)
@@ -261,6 +278,14 @@ async def claim(pool: Pool, job_key: str, run_id: str, *, lease_s: float) -> Cla
     return ClaimedJob(
         row["id"], MessageId(row["root_message_id"]), row["payload"], int(row["attempt"])
     )
+
+
+async def release_all(pool: Pool) -> list[ReleasedJob]:
+    """Every unfinished background job back to `queued`, for a fresh run of its event to claim.
+    Only when every run of them is known to be gone (the executor that ran them stopped)."""
+    async with pool.connection() as conn:
+        rows = await (await conn.execute(RELEASE_SQL)).fetchall()
+    return [ReleasedJob(r["idempotency_key"], r["payload"]) for r in rows]
 
 
 async def hold(conn: Conn, job_key: str, run_id: str) -> bool:

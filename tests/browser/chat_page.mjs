@@ -5,10 +5,15 @@
 //
 // Debian's Chromium runs the page; playwright-core only drives it (it never downloads a browser).
 // Times in the report are milliseconds since the key press or click that sent the message.
+//
+// To restart the server under the page, it asks whoever runs it: it prints `STOP` (then
+// `START`) on a line of its own and waits for a line on its stdin saying it is done. The report
+// is the last line.
 
 import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 
 const [origin, outDir, playwrightDir] = process.argv.slice(2);
 if (!origin || !outDir || !playwrightDir) {
@@ -20,6 +25,16 @@ const { chromium } = createRequire(import.meta.url)(playwrightDir);
 const CHROMIUM = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 const STEP_TIMEOUT_MS = 20_000;
 
+const runner = createInterface({ input: process.stdin });
+const answers = runner[Symbol.asyncIterator]();
+
+// Asks the test runner to do `what` to the server; returns once it has.
+async function ask(what) {
+  process.stdout.write(`${what}\n`);
+  const { value, done } = await answers.next();
+  if (done || value.trim() !== 'done') throw new Error(`${what}: the runner answered ${value}`);
+}
+
 // Runs in the page before its scripts: every change to an assistant bubble becomes a timeline
 // entry (coalesced to one per task), with the page's own clock.
 function recordTimeline() {
@@ -28,8 +43,11 @@ function recordTimeline() {
   window.__timeline = timeline;
   // Change feed streams this page holds open: a chat switch must leave exactly one.
   window.__feeds = { opened: 0, open: 0 };
+  // Requests for a session (a token for the demo user).
+  window.__sessions = 0;
   const fetch = window.fetch.bind(window);
   window.fetch = (input, init = {}) => {
+    if (String(input).endsWith('/api/dev/session')) window.__sessions += 1;
     if (!String(input).endsWith('/changes')) return fetch(input, init);
     window.__feeds.opened += 1;
     window.__feeds.open += 1;
@@ -338,7 +356,60 @@ async function reloadedTurn(page) {
   };
 }
 
-// 5) A new chat, then back: the address follows, the old feed is closed.
+// 5) The server stops while a job runs, and starts again with a new secret: the page says it
+// lost the server, gets a new token once, rejoins the change feed by itself and shows the job
+// (resumed by the new server) to its end; the next message goes through.
+async function restartedServer(page, problems) {
+  const before = await page.evaluate(() => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+    return nodes[nodes.length - 1].dataset.messageId;
+  });
+  await sendWithClick(page, '/sleep 3');
+  const id = await lastAssistantId(page, before);
+  await page
+    .locator(`[data-testid="message"][data-message-id="${id}"] [data-testid="progress-chip"]`)
+    .first()
+    .waitFor({ timeout: STEP_TIMEOUT_MS });
+  const sessionsBefore = await page.evaluate(() => window.__sessions);
+  const problemsBefore = problems.length;
+
+  await ask('STOP');
+  await page.waitForSelector('[data-testid="feed-status"][data-state="down"]', {
+    timeout: STEP_TIMEOUT_MS,
+  });
+  const whileDown = {
+    feed: await page.getByTestId('feed-status').textContent(),
+    banner: await page.getByTestId('error-banner').textContent(),
+  };
+  await ask('START');
+  await page.waitForSelector('[data-testid="feed-status"][data-state="live"]', {
+    timeout: STEP_TIMEOUT_MS,
+  });
+  await waitForStatus(page, id, 'completed');
+  const resumed = await bubble(page, id);
+
+  const t0 = await sendWithClick(page, 'Welcome back');
+  const next = await lastAssistantId(page, id);
+  await waitForStatus(page, next, 'completed');
+  // While the server was away, its requests failed, as they should: not problems of the page.
+  const expected = /ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET|ERR_INCOMPLETE_CHUNKED_ENCODING|status of (401|503)/;
+  const during = problems.splice(problemsBefore);
+  problems.push(...during.filter((text) => !expected.test(text)));
+  return {
+    assistantMessageId: id,
+    whileDown,
+    resumed,
+    sessionRequests: (await page.evaluate(() => window.__sessions)) - sessionsBefore,
+    bannerAfter: (await page.getByTestId('error-banner').isVisible())
+      ? await page.getByTestId('error-banner').textContent()
+      : '',
+    nextMessageId: next,
+    next: await bubble(page, next),
+    nextCompletedMs: round((await page.evaluate(() => performance.now())) - t0),
+  };
+}
+
+// 6) A new chat, then back: the address follows, the old feed is closed.
 async function switchedChats(page) {
   const demoHash = await page.evaluate(() => window.location.hash);
   const demoMessages = await page.locator('[data-testid="message"]').count();
@@ -424,6 +495,7 @@ async function main() {
     const cancel = await canceledTurn(page);
     const approval = await approvedTurn(page);
     const reload = await reloadedTurn(page);
+    const restart = await restartedServer(page, problems);
     const chats = await switchedChats(page);
     // The refused message's 409 is logged by Chromium as a failed resource load.
     const refusal = problems.findIndex((text) => /status of 409 \(Conflict\)/.test(text));
@@ -437,6 +509,7 @@ async function main() {
       cancel,
       approval,
       reload,
+      restart,
       chats,
       screenshot,
       problems,
@@ -445,6 +518,7 @@ async function main() {
     process.stdout.write(`${JSON.stringify(report)}\n`);
   } finally {
     await browser.close();
+    runner.close();
   }
 }
 

@@ -1,5 +1,5 @@
 """The chat page of `handoff dev` in a real Chromium: streaming, handoff, drafts, cancel,
-approvals, a reload mid-job and switching chats.
+approvals, a reload mid-job, a server restart mid-job and switching chats.
 
 `chat_page.mjs` types and clicks through the page with playwright-core driving Debian's
 Chromium and prints a report of what the page showed and when; this test starts the real
@@ -12,13 +12,14 @@ import asyncio
 import json
 import os
 import shutil
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from devkit.dev_server import DEMO_CHAT_ID
-from tests.dev_server import handoff_dev
+from tests.dev_server import DevServer, dev_servers, free_port, start_handoff_dev
 from tests.support import fetch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,7 @@ CHROMIUM = Path(os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium"))
 # Slow enough for the background paragraph (eight words) to span several draft writes, which
 # are throttled to one per 250 ms and which the change feed reads from the WAL every 100 ms.
 TOKEN_DELAY_MS = "80"
-DRIVER_TIMEOUT_S = 75
+DRIVER_TIMEOUT_S = 150
 QUICK_TEXT = "Let me use sleep for that."
 FINAL_TEXT = QUICK_TEXT + "\n\nHere is what I found: sleep returned slept 2s."
 
@@ -54,25 +55,42 @@ def node_binary() -> str:
     return node
 
 
-async def drive(node: str, origin: str, out: Path) -> dict[str, Any]:
+async def drive(
+    node: str, origin: str, out: Path, server_control: Callable[[str], Awaitable[None]]
+) -> dict[str, Any]:
+    """Run the driver against `origin`; its report. `server_control` does what the driver asks
+    of the server (STOP, START) while it waits."""
     child = await asyncio.create_subprocess_exec(
         node,
         str(DRIVER),
         origin,
         str(out),
         str(PLAYWRIGHT_CORE),
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    assert child.stderr is not None
+    errors = asyncio.create_task(child.stderr.read())
+    lines: list[str] = []
     try:
         async with asyncio.timeout(DRIVER_TIMEOUT_S):
-            stdout, stderr = await child.communicate()
+            while line := (await child.stdout.readline()).decode():
+                lines.append(line)
+                if line.strip() in {"STOP", "START"}:
+                    await server_control(line.strip())
+                    child.stdin.write(b"done\n")
+                    await child.stdin.drain()
+            await child.wait()
     finally:
         if child.returncode is None:
             child.kill()
             await child.wait()
-    assert child.returncode == 0, stderr.decode() + stdout.decode()
-    report: dict[str, Any] = json.loads(stdout.decode().strip().splitlines()[-1])
+    stderr = await errors
+    assert child.returncode == 0, stderr.decode() + "".join(lines)
+    report: dict[str, Any] = json.loads(lines[-1])
     return report
 
 
@@ -83,17 +101,40 @@ async def message_row(database_url: str, message_id: str) -> dict[str, Any]:
     return row
 
 
-async def test_the_page_streams_hands_off_follows_the_draft_cancels_and_asks(
+@pytest.mark.timeout(180)
+async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_recovers(
     logical_database_url: str, tmp_path: Path
 ) -> None:
     node = node_binary()
-    async with handoff_dev(logical_database_url, SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS) as origin:
-        report = await drive(node, origin, tmp_path)
+    data_dir = tmp_path / "dev"
+    # A fixed port: the page stays on its origin across the restart.
+    args = ("--port", str(free_port()))
+    async with dev_servers() as started:
+
+        async def start() -> DevServer:
+            server = await start_handoff_dev(
+                logical_database_url, data_dir, *args, SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS
+            )
+            started.append(server)
+            return server
+
+        async def server_control(what: str) -> None:
+            if what == "STOP":
+                assert await started[-1].stop() == 0, started[-1].output
+                # A new secret at the next start: the page's token is refused, once.
+                (data_dir / "jwt-secret").unlink()
+            else:
+                resumed = await start()
+                assert "Resuming 1 background job" in resumed.output, resumed.output
+
+        first = await start()
+        report = await drive(node, first.origin, tmp_path, server_control)
+        assert await started[-1].stop() == 0
     print(f"chat page screenshot: {report['screenshot']}")
     handoff = report["handoff"]
     print(json.dumps({**report, "handoff": {k: v for k, v in handoff.items() if k != "timeline"}}))
     assert report["problems"] == []
-    assert report["elapsedMs"] < 60_000
+    assert report["elapsedMs"] < 90_000
 
     # The demo chat is preselected, and named in the address.
     opening = report["opening"]
@@ -169,6 +210,23 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_and_asks(
     assert reload["final"]["status"] == "completed"
     assert reload["final"]["text"] == FINAL_TEXT
     assert reload["messagesShown"] == 8  # four turns, each a question and an answer
+
+    # Stopped while a job ran, started again with another secret: the page said it lost the
+    # server, asked for a new token once, rejoined the feed by itself and followed the resumed
+    # job to its end; the next message went through.
+    restart = report["restart"]
+    assert restart["whileDown"]["feed"] == "Reconnecting…", restart
+    assert "The server cannot be reached" in restart["whileDown"]["banner"], restart
+    assert restart["sessionRequests"] == 1, restart
+    assert restart["bannerAfter"] == ""
+    assert restart["resumed"]["status"] == "completed"
+    assert restart["resumed"]["text"] == (
+        "Let me use sleep for that.\n\nHere is what I found: sleep returned slept 3s."
+    )
+    row = await message_row(logical_database_url, restart["assistantMessageId"])
+    assert (row["status"], row["content"]) == ("completed", restart["resumed"]["text"])
+    assert restart["next"]["status"] == "completed"
+    assert restart["next"]["text"] == 'You said: "Welcome back"'
 
     # A new chat opens empty under its own address; going back shows the demo chat again, and
     # each switch leaves one change feed open.

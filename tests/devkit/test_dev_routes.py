@@ -6,6 +6,7 @@ import uuid
 
 import httpx
 import jwt
+import pytest
 
 from devkit.dev_routes import DevSession, install_dev_routes
 from handlers.app import create_app
@@ -23,7 +24,8 @@ def dev_app(database_url: str) -> httpx.ASGITransport:
 
 
 async def test_the_page_and_its_script_are_served(database_url: str) -> None:
-    async with httpx.AsyncClient(transport=dev_app(database_url), base_url="http://dev") as http:
+    transport = dev_app(database_url)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http:
         page = await http.get("/")
         script = await http.get("/dev/chat.js")
         outside = await http.get("/dev/../cli.py")
@@ -37,7 +39,7 @@ async def test_the_page_and_its_script_are_served(database_url: str) -> None:
 
 async def test_the_session_is_the_demo_users_and_only_for_this_machine(database_url: str) -> None:
     transport = dev_app(database_url)
-    async with httpx.AsyncClient(transport=transport, base_url="http://dev") as http:
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http:
         session = (await http.get("/api/dev/session")).json()
         transport.client = ("192.168.1.20", 50000)
         remote = await http.get("/api/dev/session")
@@ -48,3 +50,36 @@ async def test_the_session_is_the_demo_users_and_only_for_this_machine(database_
     assert claims["sub"] == str(USER)
     assert remote.status_code == 404
     assert remote.json() == {"error": {"code": "not_found", "message": "Not Found"}}
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        "localhost:8000",
+        "127.0.0.1:8000",
+        "[::1]:8000",
+        "chat.localhost:8000",
+        "LOCALHOST",
+        "0.0.0.0:8000",
+    ],
+)
+async def test_the_session_answers_a_page_of_this_machine_by_its_own_name(
+    database_url: str, host: str
+) -> None:
+    async with httpx.AsyncClient(transport=dev_app(database_url), base_url="http://x") as http:
+        answered = await http.get("/api/dev/session", headers={"Host": host})
+    assert answered.status_code == 200, answered.text
+
+
+@pytest.mark.parametrize(
+    "host", ["attacker.example:8000", "attacker.example", "localhost.attacker.example", "10.0.0.2"]
+)
+async def test_the_session_is_refused_to_a_page_that_names_another_host(
+    database_url: str, host: str
+) -> None:
+    # A site whose name resolves to 127.0.0.1 (DNS rebinding) reaches the server from this
+    # machine, but its requests carry its own name.
+    async with httpx.AsyncClient(transport=dev_app(database_url), base_url="http://x") as http:
+        refused = await http.get("/api/dev/session", headers={"Host": host})
+    assert refused.status_code == 404
+    assert refused.json() == {"error": {"code": "not_found", "message": "Not Found"}}

@@ -6,12 +6,13 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
 
 from devkit.dev_server import DEMO_CHAT_ID
-from tests.dev_server import HANDOFF, handoff_dev
+from tests.dev_server import HANDOFF, dev_servers, handoff_dev, start_handoff_dev
 from tests.support import fetch, wait_for_row
 
 REPLY_SQL = "select content, status from message where role = 'assistant'"
@@ -202,3 +203,55 @@ async def test_a_tool_stopped_after_its_time_shows_as_failed_and_why(
     [reply] = await fetch(logical_database_url, REPLY_SQL)
     assert reply["status"] == "completed"
     assert "sleep took longer than 0.5 s and was stopped." in reply["content"]
+
+
+async def read_until(child: asyncio.subprocess.Process, text: bytes) -> bytes:
+    """What the chat printed up to and including `text`."""
+    assert child.stdout is not None
+    async with asyncio.timeout(30):
+        return await child.stdout.readuntil(text)
+
+
+@pytest.mark.parametrize("phase", ["quick path", "background"])
+async def test_when_the_server_dies_mid_turn_it_says_so_in_one_line_and_exits_1(
+    phase: str, logical_database_url: str, tmp_path: Path
+) -> None:
+    async with dev_servers() as started:
+        # Slow tokens, so that the quick path is still streaming when the server dies.
+        delay = "300" if phase == "quick path" else "5"
+        server = await start_handoff_dev(
+            logical_database_url, tmp_path, SCRIPTED_TOKEN_DELAY_MS=delay
+        )
+        started.append(server)
+        message = "/sleep 30" if phase == "background" else "tell me a long story, word by word"
+        child = await start_chat(server.origin, message)
+        await read_until(
+            child, b"continuing in the background" if phase == "background" else b"You "
+        )
+        # WHEN the server is killed
+        await server.kill()
+        # THEN the chat ends at once, with one line on stderr and exit code 1
+        chat = await finished(child)
+    assert chat.status == 1
+    assert chat.err == (
+        f"handoff chat: the server at {server.origin} went away before the turn ended; once it"
+        " is back, the chat page shows the answer\n"
+    )
+
+
+async def test_ctrl_c_after_the_server_died_says_the_turn_was_not_canceled(
+    logical_database_url: str, tmp_path: Path
+) -> None:
+    async with dev_servers() as started:
+        server = await start_handoff_dev(logical_database_url, tmp_path)
+        started.append(server)
+        child = await start_chat(server.origin, "/sleep 30")
+        await read_until(child, b"continuing in the background")
+        # The chat's change feed and the server are gone at once: Ctrl-C may come first.
+        server.child.send_signal(signal.SIGSTOP)
+        child.send_signal(signal.SIGINT)
+        chat = await finished(child)
+        await server.kill()
+    assert chat.status == 130
+    assert "Traceback" not in chat.err
+    assert chat.out.endswith(f"[not canceled: the server at {server.origin} cannot be reached]\n")

@@ -13,10 +13,12 @@ a database that refuses writes would.
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
 import httpx
@@ -26,7 +28,7 @@ from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 
 from agent.snapshot import CUT_SHORT_TEXT, STOPPED_TEXT
 from agent.tools import demo_tools
-from tests.dev_server import handoff_dev_process
+from tests.dev_server import dev_servers, start_handoff_dev
 from tests.support import (
     DRAFT_LOG_SQL,
     JWT_SECRET,
@@ -395,20 +397,22 @@ async def quick_path_killed(databases: Databases) -> list[Figures]:
             "TURN_LEASE_S": "1",
         }
         started = time.perf_counter()
-        async with (
-            handoff_dev_process(url, **env) as (origin, server),
-            httpx.AsyncClient(base_url=origin) as http,
-        ):
-            body = {"chatId": str(chat_id), "content": LONG_TEXT}
-            headers = {"Authorization": f"Bearer {token}"}
-            async with http.stream("POST", "/api/chat/respond", json=body, headers=headers) as r:
-                tokens = 0
-                async for line in r.aiter_lines():
-                    tokens += line.startswith("event: token")
-                    if tokens == 10:
-                        break
-            server.kill()
-            await server.wait()
+        with tempfile.TemporaryDirectory(prefix="handoff-dev-test-") as data_dir:
+            async with dev_servers() as servers:
+                server = await start_handoff_dev(url, Path(data_dir), **env)
+                servers.append(server)
+                body = {"chatId": str(chat_id), "content": LONG_TEXT}
+                headers = {"Authorization": f"Bearer {token}"}
+                async with (
+                    httpx.AsyncClient(base_url=server.origin) as http,
+                    http.stream("POST", "/api/chat/respond", json=body, headers=headers) as r,
+                ):
+                    tokens = 0
+                    async for line in r.aiter_lines():
+                        tokens += line.startswith("event: token")
+                        if tokens == 10:
+                            break
+                await server.kill()
         async with running_stack(url, tools=recording_tools(url), turn_lease_s=1) as stack:
             await asyncio.sleep(1.1)
             events = await stack.respond(token, {"chatId": str(chat_id), "content": "/record a"})
