@@ -23,6 +23,7 @@ from starlette.types import ASGIApp
 
 from bench.floor import create_floor_app
 from devkit.local_inngest import serve_asgi
+from infra.telemetry import setup_telemetry
 from tests.fake_providers import serve_fake_providers
 from tests.support import running_stack
 
@@ -104,6 +105,8 @@ async def _serve(kind: str, database_url: str, settings: dict[str, Any]) -> None
             print(json.dumps({"origin": fake.origin}), flush=True)
             await until_stdin_closes()
         return
+    # As the Lambda entries do: the SDK when the environment names an OTLP endpoint.
+    setup_telemetry()
     async with running_stack(database_url, **{**NO_USER_LIMITS, **settings}) as stack:
         print(json.dumps({"origin": stack.origin}), flush=True)
         await until_stdin_closes()
