@@ -12,7 +12,14 @@ from agent.threads import thread_config, thread_key
 from infra.db import connect
 from infra.store.drafts import DraftWriter
 from infra.store.ids import ChatId, MessageId
-from tests.support import Stack, create_user_with_chat, durable_messages, running_stack, token_for
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    durable_messages,
+    running_stack,
+    token_for,
+    wait_for_row,
+)
 
 
 async def history(stack: Stack, token: str, chat_id: uuid.UUID, **params: str) -> Any:
@@ -160,7 +167,11 @@ async def test_a_reply_in_the_background_comes_with_its_latest_draft(database_ur
     async with running_stack(database_url) as stack:
         events = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1"})
         reply_id = events[-1][1]["assistantMessageId"]
-        # GIVEN the background job has written a draft of the reply (its tool still runs)
+        # GIVEN the background job has claimed the turn and written a draft of the reply (its
+        # tool still runs)
+        await wait_for_row(
+            database_url, "select 1 from message where id = %s and status = 'streaming'", reply_id
+        )
         writer = DraftWriter(
             await stack.app.state.services.pool(),
             message_id=MessageId(uuid.UUID(reply_id)),
