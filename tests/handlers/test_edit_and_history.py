@@ -165,7 +165,7 @@ async def test_a_reply_in_the_background_comes_with_its_latest_draft(database_ur
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
     async with running_stack(database_url) as stack:
-        events = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1"})
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 3"})
         reply_id = events[-1][1]["assistantMessageId"]
         # GIVEN the background job has claimed the turn and written a draft of the reply (its
         # tool still runs)
