@@ -14,7 +14,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handlers.auth import InvalidToken
 from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
-from infra.store.branches import EditTargetNotFound, NotEditable
+from infra.store.branches import BranchNotFound, EditTargetNotFound, NotEditable
 from infra.store.chats import ChatNotFound, UnknownUser
 from infra.store.jobs import JobAlreadyActive
 from infra.store.limits import LimitReached, TooManyActiveTurns, TooManyChats, TooManyTurns
@@ -58,6 +58,7 @@ ERRORS: dict[type[Exception], ApiError] = {
     DuplicateMessage: ApiError(409, "duplicate_message", "This message was already sent."),
     ApprovalNotFound: ApiError(404, "approval_not_found", "No tool call is waiting for this."),
     EditTargetNotFound: ApiError(404, "message_not_found", "No such message of yours to edit."),
+    BranchNotFound: ApiError(404, "branch_not_found", "No such branch in this chat."),
     NotEditable: ApiError(
         409, "message_not_editable", "This message was sent before edits were possible."
     ),

@@ -1,4 +1,4 @@
-"""GET /api/chat/{chatId}/history: every message of a thread, each branch included."""
+"""GET /api/chat/{chatId}/history: a thread's messages along its active branch, another, or all."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pydantic.alias_generators import to_camel
 
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ERROR_RESPONSES
+from handlers.errors import ERROR_RESPONSES, ApiError
 from infra.store import branches
 from infra.store.ids import ChatId
 
@@ -35,7 +35,7 @@ class HistoryMessage(BaseModel):
     parent_message_id: UUID | None
     checkpoint_id: str | None  # user message: where its turn began; reply: where it ended
     branch_id: str
-    stale: bool  # on a branch an edit replaced
+    stale: bool  # off the active branch
     edit_of: UUID | None
     # The tool call the job waits for the user to approve (status awaiting_approval); show its
     # `display`, the arguments with every hidden character escaped, not its raw `args`.
@@ -47,7 +47,11 @@ class HistoryMessage(BaseModel):
 
 
 class History(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
     messages: list[HistoryMessage]
+    # The branch shown; with `all`, the active one.
+    branch_id: str
 
 
 def history_message(row: dict[str, Any]) -> HistoryMessage:
@@ -86,9 +90,20 @@ async def history(
     assistant_id: Annotated[
         str, Query(alias="assistantId", pattern=ASSISTANT_ID_PATTERN.pattern)
     ] = DEFAULT_ASSISTANT_ID,
+    branch_id: Annotated[str | None, Query(alias="branchId", min_length=1, max_length=64)] = None,
+    every_branch: Annotated[bool, Query(alias="all")] = False,
 ) -> History:
-    """The thread's messages, oldest first, old branches (`stale`) included, under RLS."""
-    rows = await branches.history(
-        await services.pool(), user.claims, chat_id=ChatId(chat_id), assistant_id=assistant_id
+    """The messages from the thread's root to the head of its active branch (or `branchId`'s),
+    oldest first; with `all=true`, every branch's, those off the active one `stale`. Under RLS.
+    """
+    if every_branch and branch_id is not None:
+        raise ApiError(422, "invalid_request", "branchId: not with all")
+    shown, rows = await branches.history(
+        await services.pool(),
+        user.claims,
+        chat_id=ChatId(chat_id),
+        assistant_id=assistant_id,
+        branch=branch_id,
+        every_branch=every_branch,
     )
-    return History(messages=[history_message(row) for row in rows])
+    return History(messages=[history_message(row) for row in rows], branch_id=shown)

@@ -24,6 +24,7 @@ from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
 from handlers.sse import SSE_HEADERS, sse
 from infra import telemetry
 from infra.events import send_cancel
+from infra.runtime import Services
 from infra.settings import Settings
 from infra.store import branches
 from infra.store.branches import Edit
@@ -107,6 +108,21 @@ async def respond(
             message_id=body.edit_of,
         )
     turn = _new_turn(body, user, settings, edit)
+    return await stream_turn(turn, body.multitask_strategy, user, services, request, started)
+
+
+async def stream_turn(
+    turn: Turn,
+    strategy: Strategy,
+    user: AuthUser,
+    services: Services,
+    request: Request,
+    started: float,
+) -> StreamingResponse:
+    """Start `turn` (its message stored, the chat's slot taken by `strategy`) and stream it:
+    what respond does once it knows the turn, and a regenerated reply too."""
+    settings = services.settings
+    pool = await services.pool()
     # The turn's trace begins here and goes with it, into the background too.
     span = telemetry.tracer.start_span(
         "invoke_agent handoff",
@@ -124,7 +140,7 @@ async def respond(
                 pool,
                 user.claims,
                 turn,
-                strategy=body.multitask_strategy,
+                strategy=strategy,
                 turn_limits=turn_limits(settings),
             )
         except BaseException:

@@ -1,8 +1,10 @@
 """What the quick path and the background rounds share: a run on an in-memory copy of the
 thread, and one way to store it.
 
-A run starts from the thread's latest durable checkpoint (or, for an edit, the one the edited
-turn began from), seeded into an in-memory saver, so streaming writes nothing to the database.
+A turn's run starts from the head of the chat's active branch (or, for an edit or a regenerated
+reply, from the checkpoint the replaced turn began from), and a later round of it from the
+thread's latest durable checkpoint, the turn's own; either is seeded into an in-memory saver, so
+streaming writes nothing to the database.
 Its checkpoints land afterwards in one transaction, together with whatever else the caller
 stores and behind the job fence (infra/store/jobs.py): a run that lost its job leaves the thread
 as it was.
@@ -68,6 +70,8 @@ class Run:
     known: str | None  # the seeded checkpoint's id; None for a new thread
     config: RunnableConfig
     model: str  # `provider:model`, or `scripted`
+    # The branch the turn continues, or the one its fork opens (infra/store/branches.py).
+    branch: str = branches.MAIN_BRANCH
 
     async def state(self) -> StateSnapshot:
         return await self.graph.aget_state(self.config)
@@ -136,21 +140,38 @@ def _last_usage(state: StateSnapshot) -> UsageMetadata | None:
     return last.usage_metadata if isinstance(last, AIMessage) else None
 
 
-async def load_run(pool: Pool, turn: Turn, tools: Sequence[BaseTool], settings: Settings) -> Run:
-    """The turn's graph on the thread's latest checkpoint; for an edit, on the checkpoint the
-    edited message's turn started from (none when that message began the thread)."""
+async def load_run(
+    pool: Pool,
+    turn: Turn,
+    tools: Sequence[BaseTool],
+    settings: Settings,
+    *,
+    opens: bool = True,
+) -> Run:
+    """The turn's graph on the head of the chat's active branch; for a fork (an edit, a reply
+    answered again), on the checkpoint the replaced turn started from (none when it began the
+    thread). A later round (not `opens`) continues the thread's latest checkpoint."""
     memory = InMemorySaver()
     edit = turn.edit
     known = None
-    if edit is None or edit.base_checkpoint_id is not None:
-        base = edit.base_checkpoint_id if edit else None
-        with telemetry.tracer.start_as_current_span("load history"):
-            known = await load_latest_into_memory(durable_saver(pool), memory, turn.thread_id, base)
+    branch = branches.MAIN_BRANCH
+    with telemetry.tracer.start_as_current_span("load history"):
+        if edit is not None:
+            # Named after its first message: the replacement of the edited one, or the new reply.
+            branch = str(turn.reply_id if edit.regenerate else turn.user_message_id)
+            base = edit.base_checkpoint_id
+        elif opens:
+            branch, base = await branches.active_head(pool, turn.chat_id, turn.assistant_id)
+        else:
+            base = None
+        if edit is None or base is not None:
+            durable = durable_saver(pool)
+            known = await load_latest_into_memory(durable, memory, turn.thread_id, base)
     graph = _graph(turn, tools, memory, settings)
     config = thread_config(turn.thread_id)
     if turn.run_id:
         config["run_id"] = uuid.UUID(turn.run_id)
-    return Run(graph, memory, known, config, str(turn.model_spec.get("model", "")))
+    return Run(graph, memory, known, config, str(turn.model_spec.get("model", "")), branch)
 
 
 async def durable_state(
@@ -199,26 +220,30 @@ async def opening(run: Run, turn: Turn) -> AgentState:
 
 
 async def store_run(conn: Conn, run: Run, turn: Turn, *, opened: bool) -> MessageMetadata:
-    """The run's new checkpoints, in `conn`'s transaction (the caller holds the job fence).
+    """The run's new checkpoints, in `conn`'s transaction (the caller holds the job fence), and
+    the new head of the turn's branch.
 
     A run that `opened` the turn also marks the user's message with the checkpoint it began
-    from and its branch (an edit opens one); the reply's marks are returned for the caller to
-    store: the head checkpoint and the branch (empty for a later round)."""
+    from and its branch (a fork opens one and makes it active); the reply's marks are returned
+    for the caller to store: the head checkpoint and the branch (empty for a later round)."""
     head = await copy_new_checkpoints(
         run.memory, durable_saver(conn), turn.thread_id, known=run.known
     )
     if not opened or turn.user_message_id is None:
+        await branches.advance_head(conn, turn.reply_id, head)
         return {}
-    branch = await branches.mark_user_message(
+    await branches.record_turn(
         conn,
         chat_id=turn.chat_id,
         assistant_id=turn.assistant_id,
         message_id=turn.user_message_id,
         reply_id=turn.reply_id,
+        branch=run.branch,
         base_checkpoint_id=run.known,
+        head=head,
         edit=turn.edit,
     )
-    return {"checkpointId": head, "branchId": branch}
+    return {"checkpointId": head, "branchId": run.branch}
 
 
 def reply_metadata(turn: Turn) -> MessageMetadata:

@@ -1,6 +1,7 @@
 """The model rounds of one background job, each the body of a step.
 
-A round runs on an in-memory copy of the thread's latest checkpoint (turns/engine.py); its
+A round runs on an in-memory copy of the thread's latest checkpoint, the job's own (the first
+round of an enqueued turn: the active branch's head; turns/engine.py); its
 checkpoints land in one transaction, and only while the run still holds the job. A round
 canceled half-way leaves the thread as it was, not with an answer the user never saw.
 """
@@ -70,8 +71,8 @@ class Rounds:
     run_id: str
 
     async def open(self, attempt: int = 0, last_attempt: bool = False) -> Plan:
-        """The first round of an enqueued message's turn, from the latest checkpoint."""
-        run = await self._load()
+        """The first round of an enqueued message's turn, from the active branch's head."""
+        run = await self._load(opens=True)
         await self._stream(run, await opening(run, self.turn), "", attempt, last_attempt)
         return await self._store(run, opened=True)
 
@@ -79,7 +80,7 @@ class Rounds:
         self, results: list[ToolResult], attempt: int = 0, last_attempt: bool = False
     ) -> Plan:
         """Apply the tool results, then run the model to its next tool boundary or the end."""
-        run = await self._load()
+        run = await self._load(opens=False)
         state = await run.state()
         answered = {m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)}
         fresh = [r for r in results if r["id"] not in answered]
@@ -96,9 +97,9 @@ class Rounds:
             await self._stream(run, None, prefix, attempt, last_attempt)
         return await self._store(run, opened=False)
 
-    async def _load(self) -> Run:
+    async def _load(self, *, opens: bool) -> Run:
         pool = await self.services.pool()
-        return await load_run(pool, self.turn, self.tools, self.services.settings)
+        return await load_run(pool, self.turn, self.tools, self.services.settings, opens=opens)
 
     async def _store(self, run: Run, *, opened: bool) -> Plan:
         """The round's checkpoints land in one transaction, while this run holds the job."""

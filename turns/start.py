@@ -90,6 +90,7 @@ async def _start(
             job_key=turn.job_key,
             limits=turn_limits,
             interrupts=strategy == "interrupt",
+            stored=turn.edit is not None and turn.edit.regenerate,
         )
         if not stored:
             raise ChatNotFound(turn.chat_id)

@@ -1,17 +1,27 @@
-"""Which checkpoint each message belongs to, edits that fork the thread, and the history.
+"""A thread's branches: which checkpoint each message belongs to, forks, the active branch and
+the history along a branch.
 
 Every turn records on its user message the checkpoint it started from (`metadata.checkpointId`,
 null for a thread's first turn) and on its reply the checkpoint it ended at, both with the
-branch they are on (`metadata.branchId`, `main` until an edit). Editing a user message runs the
-new turn from that message's starting checkpoint: LangGraph stores the new checkpoints beside
-the old ones, the thread's latest checkpoint is the new branch's head, and the old branch's
-messages stay, marked `metadata.stale`.
+branch they are on (`metadata.branchId`, `main` until a fork). Two things fork the thread: an
+edit of a user message, and a regenerated reply. Either runs a new turn from the checkpoint the
+replaced turn began from; LangGraph stores the new checkpoints beside the old ones, and the new
+branch (named after its first message: the edited message's replacement, or the new reply) is
+recorded in `public.branch` with the message it replaces (`forked_from`) and its head, the
+newest checkpoint a turn on it stored.
+
+A branch's messages, from the root to its head, are its own and, before the message it replaces,
+those of the branch that message is on, and so on up to `main`. One branch per chat and
+assistant is active (`public.active_branch`; none stored: `main`): a fork makes its branch active,
+the user may activate another, and a message continues the active one from its head. Messages
+off the active branch carry `metadata.stale`, kept up to date whenever the active branch
+changes, so Realtime subscribers see a switch as updates of the rows it hides or shows. Nothing
+is deleted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -21,6 +31,7 @@ from infra.db import Conn, Pool
 from infra.store.access import user_transaction
 from infra.store.chats import require_chat
 from infra.store.ids import ChatId, MessageId
+from infra.store.jobs import JobAlreadyActive
 from infra.store.messages import MessageMetadata
 
 MAIN_BRANCH = "main"
@@ -31,62 +42,168 @@ select created_at, metadata from public.message
 where id = %(message_id)s and chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
   and role = 'user'
 """
-# A turn that is no edit stays on the branch of the thread's latest live turn.
-MARK_USER_MESSAGE_SQL = """
-update public.message m
-set metadata = m.metadata || %(marks)s::jsonb || jsonb_build_object('branchId', coalesce(
-      %(branch)s,
-      (select p.metadata ->> 'branchId' from public.message p
-       where p.chat_id = m.chat_id and p.assistant_id = m.assistant_id and p.id <> m.id
-         and p.metadata ? 'branchId' and not coalesce((p.metadata ->> 'stale')::boolean, false)
-       order by p.created_at desc
-       limit 1),
-      'main')),
-    updated_at = now()
-where m.id = %(message_id)s
-returning m.metadata ->> 'branchId' as branch
+# Under the user's RLS: the user message a reply answers (or the message itself), its text, and
+# the reply to replace: the one named, else the one on the active branch, else the newest.
+REGENERATE_TARGET_SQL = """
+select u.id, u.content, u.metadata, r.id as reply_id
+from public.message t
+join public.message u
+  on u.id = case when t.role = 'user' then t.id else t.parent_message_id end
+  and u.role = 'user' and u.chat_id = t.chat_id and u.assistant_id = t.assistant_id
+left join lateral (
+  select r.id from public.message r
+  where r.parent_message_id = u.id and r.role = 'assistant'
+  order by r.id = t.id desc, coalesce((r.metadata ->> 'stale')::boolean, false), r.created_at desc
+  limit 1
+) r on true
+where t.id = %(message_id)s and t.chat_id = %(chat_id)s and t.assistant_id = %(assistant_id)s
+  and t.role in ('user', 'assistant')
 """
-MARK_REPLY_SQL = """
+ACTIVE_SQL = """
+select coalesce(
+  (select branch_id from public.active_branch
+   where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s),
+  'main') as branch,
+  (select b.head_checkpoint_id from public.branch b
+   where b.chat_id = %(chat_id)s and b.assistant_id = %(assistant_id)s
+     and b.id = coalesce(
+       (select branch_id from public.active_branch
+        where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s),
+       'main')) as head
+"""
+# The branch's messages from the root to its head, as `on_path`: its own, then, going up, those
+# of the branch each fork replaced a message of that come before the replaced message (a user
+# message sorts before its reply, which is stored in the same transaction).
+PATH_SQL = """
+with recursive chain (branch_id, cut_at, cut_rank, depth) as (
+  select %(branch)s::text, 'infinity'::timestamptz, 0, 0
+  union all
+  select coalesce(f.metadata ->> 'branchId', 'main'), f.created_at, (f.role <> 'user')::int,
+    c.depth + 1
+  from chain c
+  join public.branch b
+    on b.chat_id = %(chat_id)s and b.assistant_id = %(assistant_id)s and b.id = c.branch_id
+  join public.message f on f.id = b.forked_from
+  where c.depth < 10000
+), on_path as (
+  select m.id from public.message m
+  join chain c on c.branch_id = coalesce(m.metadata ->> 'branchId', 'main')
+  where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
+    and (m.created_at, (m.role <> 'user')::int) < (c.cut_at, c.cut_rank)
+)
+"""
+# `metadata.stale` is set exactly on the messages off the active branch (`%(branch)s`).
+RESTALE_SQL = (
+    PATH_SQL  # noqa: S608 (constants only)
+    + """
+update public.message m
+set metadata = case when m.id in (select id from on_path) then m.metadata - 'stale'
+                    else m.metadata || '{"stale": true}'::jsonb end,
+    updated_at = now()
+where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
+  and (m.id in (select id from on_path)) = coalesce((m.metadata ->> 'stale')::boolean, false)
+"""
+)
+# A turn's branch now ends at `head`; a fork's branch is new (a stored one keeps its origin).
+RECORD_BRANCH_SQL = """
+insert into public.branch (chat_id, assistant_id, id, forked_from, head_checkpoint_id)
+values (%(chat_id)s, %(assistant_id)s, %(branch)s, %(forked_from)s, %(head)s)
+on conflict (chat_id, assistant_id, id) do update
+set head_checkpoint_id = excluded.head_checkpoint_id, updated_at = now()
+"""
+SET_ACTIVE_SQL = """
+insert into public.active_branch (chat_id, assistant_id, branch_id)
+values (%(chat_id)s, %(assistant_id)s, %(branch)s)
+on conflict (chat_id, assistant_id) do update
+set branch_id = excluded.branch_id, updated_at = now()
+"""
+# A later round of a turn moves the head of its reply's branch.
+ADVANCE_HEAD_SQL = """
+update public.branch b set head_checkpoint_id = %(head)s, updated_at = now()
+from public.message m
+where m.id = %(reply_id)s and b.chat_id = m.chat_id and b.assistant_id = m.assistant_id
+  and b.id = coalesce(m.metadata ->> 'branchId', 'main')
+"""
+MARK_SQL = """
 update public.message
 set metadata = metadata || %(marks)s::jsonb, updated_at = now()
 where id = %(message_id)s
 """
-# The edited message and everything after it on this assistant's thread is the old branch.
-MARK_STALE_SQL = """
-update public.message
-set metadata = metadata || '{"stale": true}'::jsonb, updated_at = now()
-where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
-  and created_at >= %(since)s and id <> all(%(keep)s)
-  and not coalesce((metadata ->> 'stale')::boolean, false)
-"""
 # A reply still in the background comes with its latest draft (a page loaded mid-round shows
 # it rather than the quick path's text); an ended one with none.
-HISTORY_SQL = """
+HISTORY_COLUMNS = """
 select m.id, m.role, m.content, m.status, m.parent_message_id, m.metadata, m.created_at,
   d.draft_content, d.seq as draft_seq
 from public.message m
 left join public.message_draft d
   on d.message_id = m.id and m.status in ('queued', 'streaming', 'awaiting_approval')
 where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
-order by m.created_at, m.role desc
+"""
+HISTORY_ORDER = "order by m.created_at, m.role desc"
+HISTORY_SQL = HISTORY_COLUMNS + HISTORY_ORDER
+BRANCH_HISTORY_SQL = (
+    PATH_SQL + HISTORY_COLUMNS + "and m.id in (select id from on_path)\n" + HISTORY_ORDER  # noqa: S608
+)
+BRANCH_EXISTS_SQL = """
+select 1 from public.branch
+where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s and id = %(branch)s
+"""
+# A branch's latest message is its newest own one (a reply sorts after its user message).
+BRANCHES_SQL = """
+select b.id, b.forked_from, b.created_at, b.id = %(active)s as active,
+  l.id as latest_id, l.role as latest_role, l.content as latest_content,
+  l.status as latest_status, l.created_at as latest_created_at
+from public.branch b
+left join lateral (
+  select m.id, m.role, m.content, m.status, m.created_at from public.message m
+  where m.chat_id = b.chat_id and m.assistant_id = b.assistant_id
+    and coalesce(m.metadata ->> 'branchId', 'main') = b.id
+  order by m.created_at desc, m.role
+  limit 1
+) l on true
+where b.chat_id = %(chat_id)s and b.assistant_id = %(assistant_id)s
+order by b.created_at, b.id
+"""
+# Under the user's RLS, which lets them read their chat's jobs: the slot is held, by a job
+# other than a quick path silent past its lease (the next message frees that one).
+JOB_ACTIVE_SQL = """
+select 1 from public.job_runs
+where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
+  and status in ('waiting', 'queued', 'processing')
+  and not (kind = 'quick' and updated_at < now() - make_interval(secs => %(lease_s)s))
+limit 1
 """
 
 
 class EditTargetNotFound(LookupError):
-    """The message to edit is not a user message of this chat and assistant."""
+    """The message to edit or answer again is not one of this chat and assistant."""
 
 
 class NotEditable(RuntimeError):
     """The message was stored before turns recorded their checkpoints."""
 
 
+class BranchNotFound(LookupError):
+    """No such branch in the user's chat."""
+
+
 @dataclass(frozen=True)
 class Edit:
-    """A turn that replaces `message_id` and runs from the checkpoint it started from."""
+    """A turn that forks the thread from `base_checkpoint_id`, where the turn of the user message
+    `message_id` began: with new content (an edit of that message) or with the same message
+    again (`regenerate`). `forked_from` is the message the new branch replaces: the edited
+    message, or the reply answered again."""
 
     message_id: MessageId
     base_checkpoint_id: str | None
-    since: datetime
+    forked_from: MessageId
+    regenerate: bool = False
+
+
+@dataclass(frozen=True)
+class Regeneration:
+    edit: Edit
+    content: str  # the user message, asked again
 
 
 async def edit_target(
@@ -99,48 +216,147 @@ async def edit_target(
         raise EditTargetNotFound(message_id)
     if "checkpointId" not in row["metadata"]:
         raise NotEditable(message_id)
-    return Edit(MessageId(message_id), row["metadata"]["checkpointId"], row["created_at"])
+    edited = MessageId(message_id)
+    return Edit(edited, row["metadata"]["checkpointId"], edited)
 
 
-async def mark_user_message(
+async def regenerate_target(
+    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str, message_id: UUID
+) -> Regeneration:
+    """What answering `message_id` (a reply, or the user message it answers) again forks."""
+    params = {"chat_id": chat_id, "assistant_id": assistant_id, "message_id": message_id}
+    async with user_transaction(pool, claims) as conn:
+        await require_chat(conn, chat_id)
+        row = await (await conn.execute(REGENERATE_TARGET_SQL, params)).fetchone()
+    if row is None:
+        raise EditTargetNotFound(message_id)
+    if "checkpointId" not in row["metadata"] or row["reply_id"] is None:
+        raise NotEditable(message_id)
+    edit = Edit(
+        MessageId(row["id"]),
+        row["metadata"]["checkpointId"],
+        MessageId(row["reply_id"]),
+        regenerate=True,
+    )
+    return Regeneration(edit, row["content"])
+
+
+async def active_head(pool: Pool, chat_id: ChatId, assistant_id: str) -> tuple[str, str | None]:
+    """The active branch and its head checkpoint (None: the thread's latest)."""
+    params = {"chat_id": chat_id, "assistant_id": assistant_id}
+    async with pool.connection() as conn:
+        row = await (await conn.execute(ACTIVE_SQL, params)).fetchone()
+    return (str(row["branch"]), row["head"]) if row else (MAIN_BRANCH, None)
+
+
+async def record_turn(
     conn: Conn,
     *,
     chat_id: ChatId,
     assistant_id: str,
     message_id: MessageId,
     reply_id: MessageId,
+    branch: str,
     base_checkpoint_id: str | None,
+    head: str | None,
     edit: Edit | None,
-) -> str:
-    """Record where the turn of `message_id` began and on which branch; returns the branch. An
-    edit opens a branch of its own and marks the old one stale. Runs in the transaction that
-    stores the turn's checkpoints; its reply carries the head checkpoint and the branch."""
-    marks: dict[str, Any] = {"checkpointId": base_checkpoint_id}
-    branch = None
+) -> None:
+    """Record where the turn of `message_id` began, on which branch, and that branch's new
+    head, in the transaction that stores the turn's checkpoints. A fork's branch is new and
+    becomes the active one. The reply is marked with its branch here; its caller adds its head
+    checkpoint."""
+    where = {"chat_id": chat_id, "assistant_id": assistant_id, "branch": branch}
+    forked_from = edit.forked_from if edit else None
+    await conn.execute(RECORD_BRANCH_SQL, {**where, "forked_from": forked_from, "head": head})
+    if edit is None or not edit.regenerate:
+        # A regenerated reply answers a message that stays where it was.
+        marks: MessageMetadata = {"checkpointId": base_checkpoint_id, "branchId": branch}
+        if edit is not None:
+            marks["editOf"] = str(edit.message_id)
+        await _mark(conn, message_id, marks)
+    await _mark(conn, reply_id, {"branchId": branch})
     if edit is not None:
-        branch = str(message_id)
-        marks["editOf"] = str(edit.message_id)
-        stale = {
-            "chat_id": chat_id,
-            "assistant_id": assistant_id,
-            "since": edit.since,
-            "keep": [message_id, reply_id],
-        }
-        await conn.execute(MARK_STALE_SQL, stale)
-    params = {"message_id": message_id, "marks": Jsonb(marks), "branch": branch}
-    row = await (await conn.execute(MARK_USER_MESSAGE_SQL, params)).fetchone()
-    return str(row["branch"]) if row else MAIN_BRANCH
+        await conn.execute(SET_ACTIVE_SQL, where)
+        await conn.execute(RESTALE_SQL, where)
+
+
+async def advance_head(conn: Conn, reply_id: MessageId, head: str | None) -> None:
+    """A later round of the turn of `reply_id` stored checkpoints up to `head`."""
+    if head is not None:
+        await conn.execute(ADVANCE_HEAD_SQL, {"reply_id": reply_id, "head": head})
+
+
+async def _mark(conn: Conn, message_id: MessageId, marks: MessageMetadata) -> None:
+    await conn.execute(MARK_SQL, {"message_id": message_id, "marks": Jsonb(marks)})
 
 
 async def mark_reply(conn: Conn, message_id: MessageId, marks: MessageMetadata) -> None:
-    await conn.execute(MARK_REPLY_SQL, {"message_id": message_id, "marks": Jsonb(marks)})
+    await _mark(conn, message_id, marks)
 
 
 async def history(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str
-) -> list[dict[str, Any]]:
-    """Every message of the chat's thread for this assistant, all branches, oldest first."""
+    pool: Pool,
+    claims: dict[str, Any],
+    *,
+    chat_id: ChatId,
+    assistant_id: str,
+    branch: str | None = None,
+    every_branch: bool = False,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The messages from the root to the head of `branch` (default: the active one), oldest
+    first, or with `every_branch`, all of the thread's; and the branch shown (the active one
+    when all are)."""
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)
-        params = {"chat_id": chat_id, "assistant_id": assistant_id}
-        return await (await conn.execute(HISTORY_SQL, params)).fetchall()
+        params: dict[str, Any] = {"chat_id": chat_id, "assistant_id": assistant_id}
+        active = await _active(conn, params)
+        if every_branch:
+            return active, await (await conn.execute(HISTORY_SQL, params)).fetchall()
+        shown = branch or active
+        params["branch"] = shown
+        if branch is not None and branch != active:
+            await _require_branch(conn, params)
+        return shown, await (await conn.execute(BRANCH_HISTORY_SQL, params)).fetchall()
+
+
+async def list_branches(
+    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str
+) -> list[dict[str, Any]]:
+    """The thread's branches, oldest first, each with its latest message."""
+    async with user_transaction(pool, claims) as conn:
+        await require_chat(conn, chat_id)
+        params: dict[str, Any] = {"chat_id": chat_id, "assistant_id": assistant_id}
+        params["active"] = await _active(conn, params)
+        return await (await conn.execute(BRANCHES_SQL, params)).fetchall()
+
+
+async def activate(
+    pool: Pool,
+    claims: dict[str, Any],
+    *,
+    chat_id: ChatId,
+    assistant_id: str,
+    branch: str,
+    lease_s: float,
+) -> None:
+    """Make `branch` the active one, under the user's RLS. JobAlreadyActive while a turn holds
+    the chat's slot: its messages land on the branch it began on."""
+    params = {"chat_id": chat_id, "assistant_id": assistant_id, "branch": branch}
+    async with user_transaction(pool, claims) as conn:
+        await require_chat(conn, chat_id)
+        await _require_branch(conn, params)
+        busy = await conn.execute(JOB_ACTIVE_SQL, {**params, "lease_s": lease_s})
+        if await busy.fetchone() is not None:
+            raise JobAlreadyActive(chat_id)
+        await conn.execute(SET_ACTIVE_SQL, params)
+        await conn.execute(RESTALE_SQL, params)
+
+
+async def _active(conn: Conn, params: dict[str, Any]) -> str:
+    row = await (await conn.execute(ACTIVE_SQL, params)).fetchone()
+    return str(row["branch"]) if row else MAIN_BRANCH
+
+
+async def _require_branch(conn: Conn, params: dict[str, Any]) -> None:
+    if await (await conn.execute(BRANCH_EXISTS_SQL, params)).fetchone() is None:
+        raise BranchNotFound(params["branch"])

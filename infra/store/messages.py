@@ -46,7 +46,7 @@ class DuplicateMessage(RuntimeError):
 # has fewer than `max_active` turns that have not ended (infra/store/limits.py; the caller holds
 # the user's row of handoff.user_limits). This turn's own job is not counted (its slot may be
 # taken already), nor, for a message that interrupts, the job it cancels.
-STORE_USER_MESSAGE_SQL = """
+ADMIT_SQL = """
 with visible as (
   select id from public.chat where id = %(chat_id)s
 ), admitted as (
@@ -58,7 +58,10 @@ with visible as (
     and not (j.kind = 'quick' and j.updated_at < now() - make_interval(secs => %(lease_s)s))
     and not (%(interrupts)s and j.chat_id = %(chat_id)s and j.assistant_id = %(assistant_id)s
              and j.status in ('queued', 'processing'))
-), inserted as (
+)"""
+STORE_USER_MESSAGE_SQL = (
+    ADMIT_SQL  # noqa: S608 (constants only)
+    + """, inserted as (
   insert into public.message (id, chat_id, assistant_id, role, content, status)
   select %(message_id)s, v.id, %(assistant_id)s, 'user', %(content)s, 'completed'
   from visible v, admitted a
@@ -70,6 +73,15 @@ select exists (select 1 from visible) as visible, exists (select 1 from inserted
        a.ok as admitted
 from admitted a
 """
+)
+# The same admission for a turn whose user message is stored already (a regenerated reply).
+ADMIT_STORED_SQL = (
+    ADMIT_SQL  # noqa: S608 (constants only)
+    + """
+select exists (select 1 from visible) as visible, a.ok as admitted, true as inserted
+from admitted a
+"""
+)
 INSERT_REPLY_SQL = """
 insert into public.message
   (id, chat_id, assistant_id, role, content, status, parent_message_id, metadata, handoff_event_id)
@@ -131,12 +143,14 @@ async def store_user_message(
     job_key: str,
     limits: TurnLimits,
     interrupts: bool,
+    stored: bool = False,
 ) -> bool:
     """Insert the user's message, under the user's RLS; False when the chat is not theirs.
 
     TooManyActiveTurns when the user has `limits.max_active` turns that have not ended
     (`job_key` is this turn's own job; `interrupts`, whether it cancels the chat's active job);
-    DuplicateMessage when the id is taken (a retried send)."""
+    DuplicateMessage when the id is taken (a retried send). With `stored`, the message exists
+    already (a reply asked for again): only the chat and the limit are checked."""
     params = {
         "chat_id": chat_id,
         "assistant_id": assistant_id,
@@ -148,7 +162,8 @@ async def store_user_message(
         "interrupts": interrupts,
         "max_active": limits.max_active,
     }
-    row = await (await conn.execute(STORE_USER_MESSAGE_SQL, params)).fetchone()
+    sql = ADMIT_STORED_SQL if stored else STORE_USER_MESSAGE_SQL
+    row = await (await conn.execute(sql, params)).fetchone()
     if row is None or not row["visible"]:
         return False
     if not row["admitted"]:

@@ -1,4 +1,5 @@
-"""Editing a message forks the thread; GET /api/chat/{chatId}/history shows every branch."""
+"""Editing a message forks the thread; GET /api/chat/{chatId}/history shows the active branch, or
+every branch with `all=true`."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ async def test_an_edit_forks_the_thread_and_the_old_branch_stays_readable(
         edited = await say(stack, token, chat_id, "second, edited", editOf=second)
         # AND goes on talking
         await say(stack, token, chat_id, "third question")
-        after = await history(stack, token, chat_id)
+        after = await history(stack, token, chat_id, all="true")
+        active = await history(stack, token, chat_id)
         await stack.executor.wait_idle()
 
     # THEN the thread continues from the edit, without the replaced turn
@@ -97,6 +99,8 @@ async def test_an_edit_forks_the_thread_and_the_old_branch_stays_readable(
     assert [m["role"] for m in live] == ["user", "assistant"] * 3
     assert {m["branchId"] for m in live[2:]} == {edited}
     assert {m["branchId"] for m in live[:2]} == {"main"}
+    # AND by default the history is the active branch: the live messages only
+    assert active == live
     assert "second question" in " ".join(await messages_at(database_url, chat_id, old_head))
 
 
@@ -118,7 +122,7 @@ async def test_an_edit_of_a_tool_turn_hands_off_on_the_new_branch(database_url: 
         await stack.executor.wait_idle()
         await say(stack, token, chat_id, "/calc 6*8", editOf=asked)
         await stack.executor.wait_idle()
-        messages = await history(stack, token, chat_id)
+        messages = await history(stack, token, chat_id, all="true")
     live_reply = next(m for m in messages if m["role"] == "assistant" and not m["stale"])
     assert live_reply["status"] == "completed"
     assert "calc returned 48." in live_reply["content"]

@@ -1,0 +1,193 @@
+"""A thread's branches: answer a message again, list the branches, choose the active one.
+
+An edit (`editOf` on respond) and a regenerated reply each fork the thread into a new branch;
+the history shows the active branch, and the next message continues it
+(infra/store/branches.py).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from datetime import datetime
+from typing import Annotated, Literal
+from uuid import UUID
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from agent.model import model_config
+from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
+from handlers.deps import CurrentUser, ServicesDep
+from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
+from handlers.respond import stream_turn
+from infra.store import branches
+from infra.store.ids import ChatId, MessageId
+from turns.turn import Turn
+
+router = APIRouter()
+
+AssistantQuery = Annotated[str, Query(alias="assistantId", pattern=ASSISTANT_ID_PATTERN.pattern)]
+BranchPath = Annotated[str, Path(min_length=1, max_length=64)]
+
+
+class RegenerateRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+    # While a job of this chat and assistant is active: refuse (409), or cancel it. (Waiting
+    # for it is not offered: a fork runs from its quick path.)
+    multitask_strategy: Literal["reject", "interrupt"] = "reject"
+
+
+class LatestMessage(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    id: UUID
+    role: str
+    content: str
+    status: str
+    created_at: datetime
+
+
+class Branch(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    id: str = Field(description="`main`, or the id of the branch's first message.")
+    forked_from: UUID | None = Field(
+        description="The message the branch replaces: an edited user message, or a reply"
+        " answered again; null for `main`."
+    )
+    created_at: datetime
+    latest_message: LatestMessage | None
+    active: bool
+
+
+class Branches(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    active_branch_id: str
+    branches: list[Branch]
+
+
+class ActivateRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+
+
+class Activated(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    active_branch_id: str
+
+
+@router.post(
+    "/api/chat/{chat_id}/messages/{message_id}/regenerate",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}}, **ERROR_RESPONSES, **LIMIT_RESPONSES},
+)
+async def regenerate(
+    chat_id: UUID,
+    message_id: UUID,
+    user: CurrentUser,
+    services: ServicesDep,
+    request: Request,
+    body: RegenerateRequest | None = None,
+) -> StreamingResponse:
+    """A new reply to the user message `message_id` names (itself, or the one the reply
+    `message_id` answers), on a new branch from the checkpoint that message's turn began from.
+    Streams as respond does; the new branch becomes the active one."""
+    started = time.perf_counter()
+    body = body or RegenerateRequest()
+    settings = services.settings
+    target = await branches.regenerate_target(
+        await services.pool(),
+        user.claims,
+        chat_id=ChatId(chat_id),
+        assistant_id=body.assistant_id,
+        message_id=message_id,
+    )
+    turn = Turn(
+        user_id=user.id,
+        chat_id=ChatId(chat_id),
+        assistant_id=body.assistant_id,
+        thread_id=thread_key(ChatId(chat_id), body.assistant_id),
+        user_message_id=target.edit.message_id,
+        root_message_id=MessageId(uuid.uuid4()),
+        run_id=str(uuid.uuid4()),
+        content=target.content,
+        model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
+        job_key=str(uuid.uuid4()),
+        edit=target.edit,
+    )
+    return await stream_turn(turn, body.multitask_strategy, user, services, request, started)
+
+
+@router.get(
+    "/api/chat/{chat_id}/branches",
+    response_model=Branches,
+    response_model_by_alias=True,
+    responses=ERROR_RESPONSES,
+)
+async def list_branches(
+    chat_id: UUID,
+    user: CurrentUser,
+    services: ServicesDep,
+    assistant_id: AssistantQuery = DEFAULT_ASSISTANT_ID,
+) -> Branches:
+    """The thread's branches, oldest first, under RLS. A chat without turns has none."""
+    rows = await branches.list_branches(
+        await services.pool(), user.claims, chat_id=ChatId(chat_id), assistant_id=assistant_id
+    )
+    listed = [
+        Branch(
+            id=row["id"],
+            forked_from=row["forked_from"],
+            created_at=row["created_at"],
+            active=row["active"],
+            latest_message=(
+                LatestMessage(
+                    id=row["latest_id"],
+                    role=row["latest_role"],
+                    content=row["latest_content"],
+                    status=row["latest_status"],
+                    created_at=row["latest_created_at"],
+                )
+                if row["latest_id"] is not None
+                else None
+            ),
+        )
+        for row in rows
+    ]
+    active = next((b.id for b in listed if b.active), branches.MAIN_BRANCH)
+    return Branches(active_branch_id=active, branches=listed)
+
+
+@router.post(
+    "/api/chat/{chat_id}/branches/{branch_id}/activate",
+    response_model=Activated,
+    response_model_by_alias=True,
+    responses=ERROR_RESPONSES,
+)
+async def activate(
+    chat_id: UUID,
+    branch_id: BranchPath,
+    user: CurrentUser,
+    services: ServicesDep,
+    body: ActivateRequest | None = None,
+) -> Activated:
+    """Make `branch_id` the active branch: the history shows it, the next message continues it.
+    409 while an answer is being prepared in the chat."""
+    body = body or ActivateRequest()
+    await branches.activate(
+        await services.pool(),
+        user.claims,
+        chat_id=ChatId(chat_id),
+        assistant_id=body.assistant_id,
+        branch=branch_id,
+        lease_s=services.settings.turn_lease_s,
+    )
+    return Activated(active_branch_id=branch_id)
