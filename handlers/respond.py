@@ -166,7 +166,7 @@ async def stream_turn(
     return _relay(
         state.turns,
         lambda emit: run_turn(
-            turn, services, state.events, tools, emit, run=run, span=span, started=started
+            turn, services, state.events, emit, run=run, span=span, started=started
         ),
     )
 

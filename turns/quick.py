@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from langchain_core.tools import BaseTool
 from langgraph.types import StateSnapshot
 from opentelemetry import trace
 from opentelemetry.trace import Span
@@ -34,7 +32,7 @@ from infra.runtime import Services
 from infra.store import jobs, messages, outbox
 from infra.store.drafts import DraftWriter, delete_draft
 from infra.store.messages import MessageMetadata
-from turns.engine import IncompatibleCheckpoint, Run, load_run, opening, store_run
+from turns.engine import IncompatibleCheckpoint, Run, opening, store_run
 from turns.start import send_queued_turns
 from turns.turn import Turn
 
@@ -55,28 +53,25 @@ async def run_turn(
     turn: Turn,
     services: Services,
     events: EventSender,
-    tools: list[BaseTool],
     emit: Emit,
-    run: Awaitable[Run] | None = None,
-    span: Span | None = None,
-    started: float | None = None,
+    *,
+    run: Awaitable[Run],
+    span: Span,
+    started: float,
 ) -> None:
-    """Stream the turn through `emit`. `run` may already be loading (the route starts it while
-    it stores the user's message); without it, the turn loads it first. `span`: the turn's
-    trace span, which ends with this; `started`: when its request began (perf_counter)."""
-    started = time.perf_counter() if started is None else started
-    span = span or telemetry.tracer.start_span("invoke_agent handoff", attributes=turn.attributes)
+    """Stream the turn through `emit`. `run` may still be loading (the route starts it while it
+    stores the user's message); `span` is the turn's trace span, which ends with this;
+    `started`, when its request began (perf_counter)."""
     with trace.use_span(span, end_on_exit=True):
-        await _run_turn(turn, services, events, tools, emit, run, started)
+        await _run_turn(turn, services, events, emit, run, started)
 
 
 async def _run_turn(
     turn: Turn,
     services: Services,
     events: EventSender,
-    tools: list[BaseTool],
     emit: Emit,
-    run: Awaitable[Run] | None,
+    run: Awaitable[Run],
     started: float,
 ) -> None:
     deadline = asyncio.get_running_loop().time() + services.settings.quick_budget_s
@@ -84,8 +79,6 @@ async def _run_turn(
     pool = await services.pool()
     lease = asyncio.create_task(_renew_lease(pool, turn, services.settings.turn_lease_s / 3))
     try:
-        if run is None:
-            run = load_run(pool, turn, tools, services.settings)
         if await _stream_and_store(turn, services, events, emit, await run, deadline, started):
             return  # handed off: the job goes on in the background
     except Interrupted:
