@@ -189,6 +189,10 @@ async def _store(
     """The turn's checkpoints, reply and job transition in `conn`'s transaction; the job's
     payload when it hands off. _SlotLost when the turn no longer holds its chat's slot."""
     handing_off = TOOLS_NODE in state.next
+    # The job's row first, as a cancel locks it before the reply: the two never wait on each
+    # other in opposite orders (a deadlock). A turn that lost its slot stops here.
+    if not await jobs.hold(conn, turn.job_key, turn.run_id):
+        raise _SlotLost
     marks = await store_run(conn, run, turn, opened=True)
     metadata: MessageMetadata = {
         **marks,
@@ -203,9 +207,9 @@ async def _store(
         metadata=metadata,
         handoff_event_id=turn.job_key if handing_off else None,
     )
-    # The job's transition comes last and is the fence: it changes nothing when the turn lost
-    # the chat's slot, and then all of this rolls back. A cancel that came first has committed
-    # by then (the update waits for its row lock).
+    # The job's transition, under the lock `hold` took: a cancel that came first has committed
+    # by then (`hold` waited for its row lock and found the slot gone), one that comes later
+    # waits for this transaction.
     payload: dict[str, Any] = {}
     if handing_off:
         payload = turn.paused_at(marks.get("checkpointId")).to_data()
