@@ -31,10 +31,10 @@ from infra import telemetry
 from infra.db import Conn, Pool
 from infra.events import EventSender, send_handoff
 from infra.runtime import Services
-from infra.store import jobs, messages, outbox
+from infra.store import jobs, messages, outbox, usage
 from infra.store.drafts import DraftWriter, delete_draft
 from infra.store.messages import MessageMetadata
-from turns.engine import IncompatibleCheckpoint, Run, load_run, opening, store_run
+from turns.engine import IncompatibleCheckpoint, Run, load_run, opening, spent, store_run
 from turns.start import send_queued_turns
 from turns.turn import Turn
 
@@ -166,9 +166,11 @@ async def _stream_and_store(
                 payload = await _store(conn, turn, run, state, snapshot)
     except _SlotLost:
         # Canceled, or another message took over: the user keeps what they saw, the thread
-        # gets nothing of this turn.
-        async with pool.connection() as conn:
-            await messages.keep_shown(conn, turn.reply_id, draft.text)
+        # gets nothing of this turn. What the model used was spent all the same.
+        used = turn_usage(state_values(state))
+        async with pool.connection() as conn, conn.transaction():
+            await messages.keep_shown(conn, turn.reply_id, draft.text, usage=dict(used))
+            await usage.record(conn, turn.reply_id, spent(turn, used, snapshot))
         raise Interrupted from None
     if not handing_off:
         done = {"assistantMessageId": str(turn.reply_id), "status": "completed"}
@@ -197,11 +199,8 @@ async def _store(
     payload when it hands off. _SlotLost when the turn no longer holds its chat's slot."""
     handing_off = TOOLS_NODE in state.next
     marks = await store_run(conn, run, turn, opened=True)
-    metadata: MessageMetadata = {
-        **marks,
-        "snapshot": snapshot.to_metadata(),
-        "usage": dict(turn_usage(state_values(state))),
-    }
+    used = turn_usage(state_values(state))
+    metadata: MessageMetadata = {**marks, "snapshot": snapshot.to_metadata(), "usage": dict(used)}
     await messages.settle(
         conn,
         turn.reply_id,
@@ -210,6 +209,7 @@ async def _store(
         metadata=metadata,
         handoff_event_id=turn.job_key if handing_off else None,
     )
+    await usage.record(conn, turn.reply_id, spent(turn, used, snapshot))
     # The job's transition comes last and is the fence: it changes nothing when the turn lost
     # the chat's slot, and then all of this rolls back. A cancel that came first has committed
     # by then (the update waits for its row lock).
