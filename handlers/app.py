@@ -14,7 +14,7 @@ from langchain_core.tools import BaseTool
 
 from agent.model import check_model
 from agent.tools import demo_tools
-from handlers import chats, control, history, respond
+from handlers import chats, control, history, respond, usage
 from handlers.auth import Authenticator
 from handlers.deps import known_query_only
 from handlers.errors import install_error_handlers
@@ -71,7 +71,7 @@ def create_app(
     # Our routes refuse query parameters they do not take (the Inngest endpoint, mounted on
     # this app in development, reads its own).
     strict = [Depends(known_query_only)]
-    for router in (respond.router, control.router, history.router, chats.router):
+    for router in (respond.router, control.router, history.router, chats.router, usage.router):
         app.include_router(router, dependencies=strict)
 
     @app.get("/healthz")

@@ -15,13 +15,14 @@ their owner may read them (under RLS) but not write them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from infra.db import Conn
+from infra.settings import ModelPrice
 from infra.store.ids import ChatId, MessageId, UserId
 
 RECORD_SQL = """
@@ -188,3 +189,23 @@ async def today(conn: Conn, user_id: UserId) -> Today:
     row = await (await conn.execute(TODAY_SQL, {"user_id": user_id})).fetchone()
     assert row is not None  # an aggregate without GROUP BY has one row
     return Today(int(row["tokens"]), row["renews_at"], row["now"])
+
+
+def estimated_cost(
+    model: str | None, tally: Tally, prices: Mapping[str, ModelPrice]
+) -> float | None:
+    """What `tally`'s tokens cost by `prices` (USD per million tokens), in USD; None for a
+    model without a price, never a guess."""
+    price = prices.get(model) if model is not None else None
+    if price is None:
+        return None
+    cost = (tally.input_tokens * price.input + tally.output_tokens * price.output) / 1_000_000
+    return round(cost, 6)
+
+
+def sum_costs(costs: Iterable[float | None]) -> float | None:
+    """The sum of several costs; None when any is unknown, as a part would understate it."""
+    known = list(costs)
+    if any(cost is None for cost in known):
+        return None
+    return round(sum(cost for cost in known if cost is not None), 6)
