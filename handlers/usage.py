@@ -50,6 +50,14 @@ class ChatFigures(BaseModel):
     models: list[ModelFigures]
 
 
+class DailyBudget(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    tokens: int  # MAX_USER_DAILY_TOKENS
+    used: int  # input and output tokens of today's replies (UTC)
+    renews_at: datetime  # the next midnight UTC
+
+
 class UsageReport(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
@@ -59,6 +67,8 @@ class UsageReport(BaseModel):
     total: Figures
     models: list[ModelFigures]  # most tokens first
     chats: list[ChatFigures]  # most tokens first
+    # Today's use of MAX_USER_DAILY_TOKENS; null when no budget is set.
+    daily_budget: DailyBudget | None
 
 
 def figures(tally: Tally, cost: float | None) -> Figures:
@@ -98,6 +108,7 @@ def report(
     *,
     since: datetime | None,
     until: datetime | None,
+    budget: DailyBudget | None,
 ) -> UsageReport:
     total, models = by_model(rows, prices)
     per_chat: dict[ChatId, list[ChatModelTally]] = defaultdict(list)
@@ -112,7 +123,9 @@ def report(
             )
         )
     chats.sort(key=lambda c: (-(c.total.input_tokens + c.total.output_tokens), str(c.chat_id)))
-    return UsageReport(since=since, until=until, total=total, models=models, chats=chats)
+    return UsageReport(
+        since=since, until=until, total=total, models=models, chats=chats, daily_budget=budget
+    )
 
 
 def window(
@@ -172,4 +185,10 @@ async def get_usage(
             until=until,
             chat_id=ChatId(chat_id) if chat_id is not None else None,
         )
-    return report(rows, settings.model_prices, since=since, until=until)
+        budget = None
+        if settings.max_user_daily_tokens is not None:
+            today = await usage.today(conn, user.id)
+            budget = DailyBudget(
+                tokens=settings.max_user_daily_tokens, used=today.tokens, renews_at=today.renews_at
+            )
+    return report(rows, settings.model_prices, since=since, until=until, budget=budget)

@@ -97,6 +97,9 @@ class Settings(BaseSettings):
     max_active_turns_per_user: int = Field(default=5, gt=0)
     max_turns_per_minute: int = Field(default=20, gt=0)
     max_chats_per_minute: int = Field(default=10, gt=0)
+    # Tokens (input and output) a user's replies may use per day, from midnight UTC; once they
+    # have, new turns are answered 429 until the next midnight (unset: no budget).
+    max_user_daily_tokens: int | None = Field(default=None, gt=0)
     # What each model costs, by the name replies record (`MODEL`'s `provider:model`), in USD per
     # million tokens, as JSON: {"openai:gpt-4o-mini": {"input": 0.15, "output": 0.6}}. Usage
     # summaries estimate a cost from it; a model it does not name has none.

@@ -135,8 +135,8 @@ async def test_usage_per_model_and_chat_after_turns_quick_and_handed_off(
     assert truth[str(first), "scripted"]["toolCalls"] == 1
     assert truth[str(second), "scripted"]["toolCalls"] == 2
     assert all(f["inputTokens"] > 0 and f["outputTokens"] > 0 for f in truth.values())
-    assert set(report) == {"since", "until", "total", "models", "chats"}
-    assert (report["since"], report["until"]) == (None, None)
+    assert set(report) == {"since", "until", "total", "models", "chats", "dailyBudget"}
+    assert (report["since"], report["until"], report["dailyBudget"]) == (None, None, None)
     assert set(report["total"]) == FIGURES
     assert without_cost(report["total"]) == summed(list(truth.values()))
     assert report["total"]["estimatedCostUsd"] is None
