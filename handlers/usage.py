@@ -24,6 +24,9 @@ from infra.store.usage import ChatModelTally, Tally
 router = APIRouter()
 
 MAX_DAYS = 366
+# An ISO 8601 date, or date and time with an optional offset (`Z`, `+02:00`): nothing looser
+# (pydantic would take "0" for a Unix time).
+ISO_MOMENT = r"^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})?)?$"
 
 
 class Figures(BaseModel):
@@ -129,27 +132,29 @@ def report(
 
 
 def window(
-    since: datetime | None, until: datetime | None, days: int | None, now: datetime
+    since: str | None, until: str | None, days: int | None, now: datetime
 ) -> tuple[datetime | None, datetime | None]:
-    """[since, until) in UTC. A time without an offset is UTC; `days` is today (UTC) and the
-    days before it."""
+    """[since, until) in UTC. A date is its midnight, a time without an offset is UTC; `days`
+    is today (UTC) and the days before it."""
     if days is not None:
         if since is not None or until is not None:
             raise ApiError(422, "invalid_request", "days cannot be combined with since or until")
         midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         return midnight - timedelta(days=days - 1), None
-    since, until = (_utc(t) for t in (since, until))
-    if since is not None and until is not None and since >= until:
+    start, end = _utc("since", since), _utc("until", until)
+    if start is not None and end is not None and start >= end:
         raise ApiError(422, "invalid_request", "since must be before until")
-    return since, until
+    return start, end
 
 
-def _utc(moment: datetime | None) -> datetime | None:
-    if moment is None:
+def _utc(name: str, text: str | None) -> datetime | None:
+    if text is None:
         return None
-    if moment.tzinfo is None:
-        return moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    try:
+        moment = datetime.fromisoformat(text)
+        return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    except (ValueError, OverflowError):  # no such day, or an offset past year 1 or 9999
+        raise ApiError(422, "invalid_request", f"{name}: not a valid date or time") from None
 
 
 @router.get(
@@ -162,8 +167,12 @@ async def get_usage(
     user: CurrentUser,
     services: ServicesDep,
     chat_id: Annotated[UUID | None, Query(alias="chatId")] = None,
-    since: Annotated[datetime | None, Query()] = None,
-    until: Annotated[datetime | None, Query()] = None,
+    since: Annotated[
+        str | None, Query(pattern=ISO_MOMENT, examples=["2025-06-01", "2025-06-01T08:00:00Z"])
+    ] = None,
+    until: Annotated[
+        str | None, Query(pattern=ISO_MOMENT, examples=["2025-07-01", "2025-06-01T18:00:00Z"])
+    ] = None,
     days: Annotated[int | None, Query(ge=1, le=MAX_DAYS)] = None,
 ) -> UsageReport:
     """What the caller's replies used: tokens, turns and tool calls, in all, per model and per
@@ -174,15 +183,15 @@ async def get_usage(
     turn first recorded usage.
     """
     settings = services.settings
-    since, until = window(since, until, days, datetime.now(UTC))
+    start, end = window(since, until, days, datetime.now(UTC))
     async with user_transaction(await services.pool(), user.claims) as conn:
         if chat_id is not None:
             await require_chat(conn, ChatId(chat_id))
         rows = await usage.by_chat(
             conn,
             user.id,
-            since=since,
-            until=until,
+            since=start,
+            until=end,
             chat_id=ChatId(chat_id) if chat_id is not None else None,
         )
         budget = None
@@ -191,4 +200,4 @@ async def get_usage(
             budget = DailyBudget(
                 tokens=settings.max_user_daily_tokens, used=today.tokens, renews_at=today.renews_at
             )
-    return report(rows, settings.model_prices, since=since, until=until, budget=budget)
+    return report(rows, settings.model_prices, since=start, until=end, budget=budget)

@@ -301,6 +301,9 @@ async def test_a_window_of_days_or_dates(database_url: str) -> None:
             await stack.http.get("/api/usage?days=0", headers=auth),
             await stack.http.get("/api/usage?days=367", headers=auth),
             await stack.http.get("/api/usage?since=yesterday", headers=auth),
+            # Not a Unix time, nor a day that does not exist.
+            await stack.http.get("/api/usage?since=0", headers=auth),
+            await stack.http.get("/api/usage?until=2025-02-30", headers=auth),
             await stack.http.get("/api/usage?chatId=42", headers=auth),
             # A misspelt parameter is refused, not ignored.
             await stack.http.get("/api/usage?chat_id=" + str(new_chat), headers=auth),
@@ -310,6 +313,7 @@ async def test_a_window_of_days_or_dates(database_url: str) -> None:
             (422, "invalid_request")
         ] * len(cases)
         assert "days cannot be combined" in cases[0].json()["error"]["message"]
+        assert "until: not a valid date or time" in cases[-3].json()["error"]["message"]
         assert "unknown query parameter 'chat_id'" in cases[-1].json()["error"]["message"]
 
 
