@@ -1,4 +1,4 @@
-"""`handoff dev`, `handoff chat`, `handoff migrate` and `handoff package`.
+"""`handoff dev`, `handoff chat`, `handoff migrate`, `handoff usage` and `handoff package`.
 
 Each command imports what it runs when it runs: `handoff chat` starts in a fraction of the
 time the whole app takes to import.
@@ -11,12 +11,15 @@ import asyncio
 import shutil
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from devkit.lambda_package import Artefact
+    from infra.settings import ModelPrice
+    from infra.store.usage import Tally, UserModelTally
 
 # The checkout: `handoff package` reads its uv.lock and copies its packages.
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +38,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         " (default: handoff-dev-<uid> in the temporary directory)",
     )
     commands.add_parser("migrate", help="apply migrations to DATABASE_URL")
+    usage = commands.add_parser(
+        "usage", help="tokens, turns, tool calls and cost per user and model, from DATABASE_URL"
+    )
+    usage.add_argument("--user", type=uuid.UUID, help="one user's id (default: every user)")
+    usage.add_argument(
+        "--days", type=positive, help="today (UTC) and the N - 1 days before (default: all time)"
+    )
     chat = commands.add_parser("chat", help="send a message to a running `handoff dev`")
     chat.add_argument("message")
     chat.add_argument("--chat", type=uuid.UUID, help="chat id (default: the demo chat)")
@@ -71,6 +81,14 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
         )
+        return
+    if args.command == "usage":
+        settings = Settings()
+        if not settings.database_url:
+            parser.error("DATABASE_URL is not set")
+        since = days_since(args.days, datetime.now(UTC)) if args.days else None
+        rows = asyncio.run(read_usage(settings.database_url, args.user, since))
+        print(usage_table(rows, settings.model_prices))
         return
     try:
         sys.exit(run_dev(args.host, args.port, args.data_dir))
@@ -122,4 +140,89 @@ def describe_artefact(artefact: Artefact) -> str:
         f"{artefact.path}: {artefact.zipped_bytes / mib:.1f} MiB zipped, "
         f"{artefact.unzipped_bytes / mib:.1f} MiB unzipped "
         f"(Lambda allows {UNZIPPED_LIMIT_BYTES / mib:.0f}); largest (MiB): {largest}"
+    )
+
+
+def positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return number
+
+
+def days_since(days: int, now: datetime) -> datetime:
+    """The start of today (UTC) and the `days` - 1 days before it."""
+    midnight = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return midnight - timedelta(days=days - 1)
+
+
+async def read_usage(
+    database_url: str, user_id: uuid.UUID | None, since: datetime | None
+) -> list[UserModelTally]:
+    """Every user's figures (or one's) by model, as the service: no RLS."""
+    from infra.db import connect
+    from infra.store import usage
+
+    async with await connect(database_url) as conn:
+        return await usage.by_user(conn, user_id=user_id, since=since)
+
+
+USAGE_COLUMNS = (
+    "user",
+    "email",
+    "model",
+    "turns",
+    "input tokens",
+    "output tokens",
+    "tool calls",
+    "cost USD",
+)
+
+
+def usage_table(rows: Sequence[UserModelTally], prices: Mapping[str, ModelPrice]) -> str:
+    """One line per user and model, then the total; a cost only where MODEL_PRICES has one."""
+    from infra.store.usage import Tally, estimated_cost, sum_costs
+
+    if not rows:
+        return "no usage recorded"
+
+    def cost_text(cost: float | None) -> str:
+        return "" if cost is None else f"{cost:.4f}"
+
+    lines: list[tuple[str, ...]] = [USAGE_COLUMNS]
+    costs = []
+    for row in rows:
+        cost = estimated_cost(row.model, row.tally, prices)
+        costs.append(cost)
+        lines.append(
+            (
+                str(row.user_id),
+                row.email or "",
+                row.model or "(unknown)",
+                *_tally_cells(row.tally),
+                cost_text(cost),
+            )
+        )
+    total = sum((row.tally for row in rows), Tally())
+    users = len({row.user_id for row in rows})
+    total_cost = sum_costs(costs) if prices else None
+    label = f"total ({users} user{'' if users == 1 else 's'})"
+    lines.append((label, "", "", *_tally_cells(total), cost_text(total_cost)))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(USAGE_COLUMNS))]
+    # Names to the left, figures to the right.
+    return "\n".join(
+        "  ".join(
+            cell.ljust(width) if i < 3 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(line, widths, strict=True))
+        ).rstrip()
+        for line in lines
+    )
+
+
+def _tally_cells(tally: Tally) -> tuple[str, str, str, str]:
+    return (
+        f"{tally.turns:,}",
+        f"{tally.input_tokens:,}",
+        f"{tally.output_tokens:,}",
+        f"{tally.tool_calls:,}",
     )

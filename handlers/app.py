@@ -14,7 +14,7 @@ from langchain_core.tools import BaseTool
 
 from agent.model import check_model
 from agent.tools import demo_tools
-from handlers import branches, chats, control, history, respond
+from handlers import branches, chats, control, history, respond, usage
 from handlers.auth import Authenticator
 from handlers.deps import known_query_only
 from handlers.errors import install_error_handlers
@@ -77,6 +77,7 @@ def create_app(
         history.router,
         chats.router,
         branches.router,
+        usage.router,
     ):
         app.include_router(router, dependencies=strict)
 

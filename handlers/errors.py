@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,7 +18,13 @@ from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
 from infra.store.branches import BranchNotFound, EditTargetNotFound, NotEditable
 from infra.store.chats import ChatNotFound, UnknownUser
 from infra.store.jobs import JobAlreadyActive
-from infra.store.limits import LimitReached, TooManyActiveTurns, TooManyChats, TooManyTurns
+from infra.store.limits import (
+    LimitReached,
+    TokenBudgetSpent,
+    TooManyActiveTurns,
+    TooManyChats,
+    TooManyTurns,
+)
 from infra.store.messages import DuplicateMessage
 
 logger = logging.getLogger(__name__)
@@ -80,6 +87,10 @@ LIMITS: dict[type[LimitReached], tuple[str, str]] = {
         "too_many_chats",
         "You created too many chats in the last minute. Try again in {seconds} seconds.",
     ),
+    TokenBudgetSpent: (
+        "token_budget_spent",
+        "You have used today's token budget. It renews at midnight UTC, in {wait}.",
+    ),
 }
 HTTP_CODES = {
     # FastAPI's answer to a body it cannot even decode (bytes that are not UTF-8).
@@ -95,7 +106,21 @@ HTTP_CODES = {
 def limit_error(exc: LimitReached) -> ApiError:
     code, message = LIMITS[type(exc)]
     seconds = exc.retry_after_s
-    return ApiError(429, code, message.format(seconds=seconds), retry_after_s=seconds)
+    text = message.format(seconds=seconds, wait=wait_words(seconds))
+    return ApiError(429, code, text, retry_after_s=seconds)
+
+
+def wait_words(seconds: int) -> str:
+    """A wait as a person says it: "less than a minute", "1 minute", "3 hours and 5 minutes"."""
+    if seconds < 60:
+        return "less than a minute"
+    hours, minutes = divmod(math.ceil(seconds / 60), 60)
+    parts = [
+        f"{n} {unit}{'' if n == 1 else 's'}"
+        for n, unit in ((hours, "hour"), (minutes, "minute"))
+        if n
+    ]
+    return " and ".join(parts)
 
 
 def error_response(error: ApiError) -> JSONResponse:
@@ -170,14 +195,16 @@ LIMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": (
             "A per-user limit is reached, and nothing was stored: `too_many_active_turns`"
             " (MAX_ACTIVE_TURNS_PER_USER turns not yet ended), `too_many_turns`"
-            " (MAX_TURNS_PER_MINUTE turns started in the last 60 s) or `too_many_chats`"
-            " (MAX_CHATS_PER_MINUTE chats in the last 60 s)."
+            " (MAX_TURNS_PER_MINUTE turns started in the last 60 s), `too_many_chats`"
+            " (MAX_CHATS_PER_MINUTE chats in the last 60 s) or `token_budget_spent`"
+            " (MAX_USER_DAILY_TOKENS tokens used by the user's replies since midnight UTC)."
         ),
         "headers": {
             "Retry-After": {
                 "description": (
                     "Seconds until asking again may pass: when the oldest turn or chat"
-                    " counted leaves the 60 s window; for active turns, a polling interval."
+                    " counted leaves the 60 s window; for active turns, a polling interval;"
+                    " for the daily token budget, until midnight UTC."
                 ),
                 "schema": {"type": "integer", "minimum": 1},
             }

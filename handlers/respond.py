@@ -201,6 +201,7 @@ def turn_limits(settings: Settings) -> TurnLimits:
         max_active=settings.max_active_turns_per_user,
         per_minute=settings.max_turns_per_minute,
         lease_s=settings.turn_lease_s,
+        daily_tokens=settings.max_user_daily_tokens,
     )
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The share of Inngest's 32 MB run state that a turn's tool outputs may take, all rounds
@@ -13,6 +14,15 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 TOOL_OUTPUT_STATE_BYTES = 24 * 1024 * 1024
 # The least each tool output of a round may be bounded to: room for its note and a useful start.
 MIN_OUTPUT_BYTES = 4 * 1024
+
+
+class ModelPrice(BaseModel):
+    """What a model costs, in US dollars per million tokens."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
 
 
 class Settings(BaseSettings):
@@ -87,6 +97,19 @@ class Settings(BaseSettings):
     max_active_turns_per_user: int = Field(default=5, gt=0)
     max_turns_per_minute: int = Field(default=20, gt=0)
     max_chats_per_minute: int = Field(default=10, gt=0)
+    # Tokens (input and output) a user's replies may use per day, from midnight UTC; once they
+    # have, new turns are answered 429 until the next midnight (unset: no budget).
+    max_user_daily_tokens: int | None = Field(default=None, gt=0)
+    # What each model costs, by the name replies record (`MODEL`'s `provider:model`), in USD per
+    # million tokens, as JSON: {"openai:gpt-4o-mini": {"input": 0.15, "output": 0.6}}. Usage
+    # summaries estimate a cost from it; a model it does not name has none.
+    model_prices: dict[str, ModelPrice] = Field(default_factory=dict)
+
+    @field_validator("model_prices", mode="before")
+    @classmethod
+    def _prices_from_json(cls, value: Any) -> Any:
+        """The environment's JSON is parsed already; a Parameter Store value arrives as text."""
+        return json.loads(value) if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _tool_outputs_fit_the_run(self) -> Settings:

@@ -37,6 +37,7 @@ from agent.graph import (
     stream_agent_text,
     unanswered_calls_closed,
 )
+from agent.snapshot import AgentSnapshot
 from agent.state import (
     OLDEST_READABLE_SCHEMA_VERSION,
     SCHEMA_VERSION,
@@ -45,12 +46,14 @@ from agent.state import (
     readable_schema,
 )
 from agent.threads import thread_config
+from agent.usage import TurnUsage
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.settings import Settings
 from infra.store import branches
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.store.messages import MessageMetadata
+from infra.store.usage import Spent
 from turns.turn import Turn
 
 # Compiled once per model config and tool set in this process, not once per turn or round.
@@ -250,3 +253,14 @@ def reply_metadata(turn: Turn) -> MessageMetadata:
     """What a reply's metadata holds from the start."""
     model: Any = turn.model_spec.get("model")
     return {"model": model if isinstance(model, str) else None, "runId": turn.run_id}
+
+
+def spent(turn: Turn, used: TurnUsage, snapshot: AgentSnapshot) -> Spent:
+    """What the turn's reply has used so far (infra/store/usage.py): its model calls' tokens,
+    and the tool calls that were answered."""
+    return Spent(
+        model=reply_metadata(turn).get("model"),
+        input_tokens=used["input"],
+        output_tokens=used["output"],
+        tool_calls=sum(1 for p in snapshot.progress if p.status != "pending"),
+    )

@@ -31,7 +31,7 @@ from infra.runtime import Services
 from infra.store import approvals, jobs
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult, fetch_result, store_result
-from turns.engine import IncompatibleCheckpoint, check_schema, durable_state
+from turns.engine import IncompatibleCheckpoint, check_schema, durable_state, spent
 from turns.failures import JobFailed
 from turns.rounds import Plan, Rounds, plan_from
 from turns.start import send_queued_turns
@@ -271,11 +271,13 @@ class HandoffJob:
         state = await durable_state(pool, self.turn, self.tools, self.services.settings)
         values = state_values(state)
         snapshot = render_agent_snapshot(values)
+        used = turn_usage(values)
         outcome = jobs.Outcome(
             content=snapshot.text,
             checkpoint_id=state.config["configurable"].get("checkpoint_id"),
-            usage=dict(turn_usage(values)),
+            usage=dict(used),
             tool_calls=len(snapshot.progress),
+            spent=spent(self.turn, used, snapshot),
         )
         await jobs.finish(
             pool, job_key=self.job_key, message_id=self.turn.reply_id, outcome=outcome

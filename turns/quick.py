@@ -29,10 +29,10 @@ from infra import telemetry
 from infra.db import Conn, Pool
 from infra.events import EventSender, send_handoff
 from infra.runtime import Services
-from infra.store import jobs, messages, outbox
+from infra.store import jobs, messages, outbox, usage
 from infra.store.drafts import DraftWriter, delete_draft
 from infra.store.messages import MessageMetadata
-from turns.engine import IncompatibleCheckpoint, Run, opening, store_run
+from turns.engine import IncompatibleCheckpoint, Run, opening, spent, store_run
 from turns.start import send_queued_turns
 from turns.turn import Turn
 
@@ -159,9 +159,11 @@ async def _stream_and_store(
                 payload = await _store(conn, turn, run, state, snapshot)
     except _SlotLost:
         # Canceled, or another message took over: the user keeps what they saw, the thread
-        # gets nothing of this turn.
-        async with pool.connection() as conn:
-            await messages.keep_shown(conn, turn.reply_id, draft.text)
+        # gets nothing of this turn. What the model used was spent all the same.
+        used = turn_usage(state_values(state))
+        async with pool.connection() as conn, conn.transaction():
+            await messages.keep_shown(conn, turn.reply_id, draft.text, usage=dict(used))
+            await usage.record(conn, turn.reply_id, spent(turn, used, snapshot))
         raise Interrupted from None
     if not handing_off:
         done = {"assistantMessageId": str(turn.reply_id), "status": "completed"}
@@ -194,11 +196,8 @@ async def _store(
     if not await jobs.hold(conn, turn.job_key, turn.run_id):
         raise _SlotLost
     marks = await store_run(conn, run, turn, opened=True)
-    metadata: MessageMetadata = {
-        **marks,
-        "snapshot": snapshot.to_metadata(),
-        "usage": dict(turn_usage(state_values(state))),
-    }
+    used = turn_usage(state_values(state))
+    metadata: MessageMetadata = {**marks, "snapshot": snapshot.to_metadata(), "usage": dict(used)}
     await messages.settle(
         conn,
         turn.reply_id,
@@ -207,6 +206,7 @@ async def _store(
         metadata=metadata,
         handoff_event_id=turn.job_key if handing_off else None,
     )
+    await usage.record(conn, turn.reply_id, spent(turn, used, snapshot))
     # The job's transition, under the lock `hold` took: a cancel that came first has committed
     # by then (`hold` waited for its row lock and found the slot gone), one that comes later
     # waits for this transaction.

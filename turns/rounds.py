@@ -21,13 +21,14 @@ from agent.errors import classify
 from agent.graph import AGENT_NODE, TOOLS_NODE, pending_tool_calls, state_values
 from agent.snapshot import PARAGRAPH_BREAK, render_agent_snapshot, turn_text
 from agent.state import AgentState, ToolInvocation
+from agent.usage import turn_usage
 from infra import telemetry
 from infra.db import Conn
 from infra.runtime import Services
-from infra.store import branches, jobs, messages
+from infra.store import branches, jobs, messages, usage
 from infra.store.drafts import DraftWriter
 from infra.store.tool_results import ToolResult
-from turns.engine import Run, load_run, opening, store_run
+from turns.engine import Run, load_run, opening, spent, store_run
 from turns.failures import JobFailed, RetryLater
 from turns.turn import Turn
 
@@ -108,14 +109,26 @@ class Rounds:
             if not await jobs.hold(conn, self.job_key, self.run_id):
                 return {"done": True, "pending": [], "stopped": True}
             marks = await store_run(conn, run, self.turn, opened=opened)
-            await self._record_snapshot(conn, state)
+            # The turn's usage so far lands with the round: a job canceled or failed later
+            # still counts the rounds it stored.
+            await self._record_snapshot(conn, state, with_usage=True)
             if marks:
                 await branches.mark_reply(conn, self.turn.reply_id, marks)
         return plan_from(state, self.services.settings.max_parallel_tool_calls)
 
-    async def _record_snapshot(self, conn: Conn, state: StateSnapshot) -> None:
-        snapshot = render_agent_snapshot(state_values(state)).to_metadata()
-        await messages.record_snapshot(conn, self.turn.reply_id, snapshot)
+    async def _record_snapshot(
+        self, conn: Conn, state: StateSnapshot, *, with_usage: bool = False
+    ) -> None:
+        values = state_values(state)
+        snapshot = render_agent_snapshot(values)
+        if not with_usage:
+            await messages.record_snapshot(conn, self.turn.reply_id, snapshot.to_metadata())
+            return
+        used = turn_usage(values)
+        await messages.record_snapshot(
+            conn, self.turn.reply_id, snapshot.to_metadata(), usage=dict(used)
+        )
+        await usage.record(conn, self.turn.reply_id, spent(self.turn, used, snapshot))
 
     async def _stream(
         self,

@@ -57,7 +57,8 @@ async def start_turn(
     A turn that takes the slot also gets its reply, `streaming`, which the quick path's draft
     fills and which the quick path, its lease's expiry or a cancel ends. The common case costs
     three statements more than storing the message: the user's limits (infra/store/limits.py),
-    the slot, which is free, and the reply. Past a limit, nothing is stored.
+    the slot, which is free, and the reply; a daily token budget, when set, one more. Past a
+    limit, nothing is stored.
     """
     with telemetry.tracer.start_as_current_span(
         "store message", attributes={"handoff.strategy": strategy}
@@ -77,6 +78,8 @@ async def _start(
     request = SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id, turn.reply_id)
     async with pool.connection() as conn, conn.transaction():
         await limits.admit(conn, turn.user_id, "turns", limit=turn_limits.per_minute)
+        if turn_limits.daily_tokens is not None:
+            await limits.check_daily_tokens(conn, turn.user_id, budget=turn_limits.daily_tokens)
         took = await jobs.take_slot(conn, request)
         # The user's part, under RLS: unless the chat is theirs, all of this rolls back.
         await act_as_user(conn, claims)

@@ -43,11 +43,12 @@ from psycopg.types.json import Jsonb
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.events import HANDOFF_EVENT
-from infra.store import messages
+from infra.store import messages, usage
 from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.drafts import delete_draft
 from infra.store.ids import ChatId, MessageId
+from infra.store.usage import Spent
 
 JobStatus = Literal["waiting", "queued", "processing", "completed", "error", "canceled"]
 JobKind = Literal["quick", "handoff", "turn"]
@@ -310,6 +311,7 @@ class Outcome:
     checkpoint_id: str | None
     usage: dict[str, Any]
     tool_calls: int
+    spent: Spent  # what the reply's turn used, for public.reply_usage
 
 
 async def finish(pool: Pool, *, job_key: str, message_id: MessageId, outcome: Outcome) -> None:
@@ -327,6 +329,7 @@ async def finish(pool: Pool, *, job_key: str, message_id: MessageId, outcome: Ou
             checkpoint_id=outcome.checkpoint_id,
             usage=outcome.usage,
         )
+        await usage.record(conn, message_id, outcome.spent)
         await delete_draft(conn, message_id)
 
 

@@ -21,6 +21,15 @@ statement.
 
 The times live outside the Data API: a user cannot make room by deleting their own messages or
 chats.
+
+- **Daily tokens** (`MAX_USER_DAILY_TOKENS`, unset: none): the input and output tokens of the
+  user's replies recorded since midnight UTC, summed from `public.reply_usage`
+  (infra/store/usage.py) by `check_daily_tokens`, one index-only range over the user's rows of
+  today, after `admit` in the same transaction. Those rows, too, are out of the user's reach:
+  they read them but cannot edit or delete them, and deleting messages or chats leaves them. A
+  turn's tokens are known only as its model rounds are stored, so the check counts the turns
+  that have stored a round; the turns still running when the budget is reached finish, and the
+  day's total may pass the budget by what they use (at most MAX_ACTIVE_TURNS_PER_USER turns).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from typing import Literal
 from psycopg import errors, sql
 
 from infra.db import Conn
+from infra.store import usage
 from infra.store.chats import UnknownUser
 from infra.store.ids import UserId
 
@@ -78,6 +88,8 @@ class TurnLimits:
     per_minute: int
     # A quick job silent this long is taken for dead and does not count (TURN_LEASE_S).
     lease_s: float
+    # MAX_USER_DAILY_TOKENS; None: no budget.
+    daily_tokens: int | None = None
 
 
 class LimitReached(RuntimeError):
@@ -100,6 +112,11 @@ class TooManyChats(LimitReached):
     """The user created MAX_CHATS_PER_MINUTE chats in the last minute."""
 
 
+class TokenBudgetSpent(LimitReached):
+    """The user's replies used MAX_USER_DAILY_TOKENS tokens today (UTC); `retry_after_s` is
+    until midnight UTC."""
+
+
 REFUSALS: dict[Counted, type[LimitReached]] = {"turns": TooManyTurns, "chats": TooManyChats}
 
 
@@ -118,6 +135,14 @@ async def admit(conn: Conn, user_id: UserId, counted: Counted, *, limit: int) ->
     row = await (await conn.execute(sql.SQL(FREES_AT_SQL).format(column=column), params)).fetchone()
     retry_after_s = seconds_until(row["frees_at"], row["now"]) if row else 1
     raise REFUSALS[counted](retry_after_s)
+
+
+async def check_daily_tokens(conn: Conn, user_id: UserId, *, budget: int) -> None:
+    """TokenBudgetSpent once the user's replies of today (UTC) used `budget` tokens. Call it
+    after `admit`, in its transaction: the user's other requests wait for this one."""
+    today = await usage.today(conn, user_id)
+    if today.tokens >= budget:
+        raise TokenBudgetSpent(seconds_until(today.renews_at, today.now))
 
 
 def seconds_until(moment: datetime, now: datetime) -> int:

@@ -98,13 +98,17 @@ where id = %s and status = 'streaming'
 # A quick path that lost its slot: the canceled reply keeps all that its stream showed, which
 # may be more than the draft the cancel kept.
 SHOWN_SQL = """
-update public.message set content = %s, updated_at = now() where id = %s and status = 'canceled'
+update public.message
+set content = %s, metadata = metadata || jsonb_build_object('usage', %s::jsonb), updated_at = now()
+where id = %s and status = 'canceled'
 """
-# The background job's progress (agent status, tool calls) for subscribers; an ended message
-# keeps the snapshot it ended with.
+# The background job's progress (agent status, tool calls) for subscribers, and after a stored
+# round the turn's usage so far; an ended message keeps the snapshot it ended with.
 RECORD_SNAPSHOT_SQL = """
 update public.message
-set metadata = metadata || jsonb_build_object('snapshot', %s::jsonb), updated_at = now()
+set metadata = metadata || jsonb_build_object('snapshot', %s::jsonb)
+      || jsonb_strip_nulls(jsonb_build_object('usage', %s::jsonb)),
+    updated_at = now()
 where id = %s and status in ('queued', 'streaming', 'awaiting_approval')
 """
 STREAMING_SQL = """
@@ -210,13 +214,23 @@ async def settle(
     await conn.execute(SETTLE_SQL, (content, status, Jsonb(metadata), handoff_event_id, message_id))
 
 
-async def keep_shown(conn: Conn, message_id: MessageId, content: str) -> None:
-    """The canceled reply's text is `content`, all that its quick path streamed."""
-    await conn.execute(SHOWN_SQL, (content, message_id))
+async def keep_shown(
+    conn: Conn, message_id: MessageId, content: str, *, usage: dict[str, Any]
+) -> None:
+    """The canceled reply's text is `content`, all that its quick path streamed, and its usage
+    what that stream used."""
+    await conn.execute(SHOWN_SQL, (content, Jsonb(usage), message_id))
 
 
-async def record_snapshot(conn: Conn, message_id: MessageId, snapshot: dict[str, Any]) -> None:
-    await conn.execute(RECORD_SNAPSHOT_SQL, (Jsonb(snapshot), message_id))
+async def record_snapshot(
+    conn: Conn,
+    message_id: MessageId,
+    snapshot: dict[str, Any],
+    usage: dict[str, Any] | None = None,
+) -> None:
+    """The reply's progress, and its usage unless None (kept as it was)."""
+    params = (Jsonb(snapshot), Jsonb(usage) if usage is not None else None, message_id)
+    await conn.execute(RECORD_SNAPSHOT_SQL, params)
 
 
 async def mark_streaming(conn: Conn, message_id: MessageId) -> None:

@@ -1,4 +1,4 @@
-"""Per-user limits: active turns, turns per minute, chats per minute.
+"""Per-user limits: active turns, turns per minute, chats per minute, daily tokens.
 
 Past a limit the answer is 429 with a Retry-After and the JSON error body, and nothing is
 stored. The limits are counted in Postgres under a per-user lock, so requests sent together
@@ -293,6 +293,90 @@ async def test_chats_created_together_cannot_overshoot_the_limit(database_url: s
     statuses = sorted(r.status_code for r in responses)
     assert statuses == [201] * limit + [429] * limit
     assert len(await fetch(database_url, "select 1 from chat")) == limit
+
+
+# The user's tokens of today (UTC), as the budget counts them, and the seconds to midnight UTC.
+TODAY_SQL = """
+select coalesce(sum(input_tokens + output_tokens), 0)::int as tokens,
+       extract(epoch from date_trunc('day', now() at time zone 'UTC') + interval '1 day'
+                          - (now() at time zone 'UTC'))::float8 as to_midnight
+from reply_usage
+where user_id = %s and created_at >= date_trunc('day', now() at time zone 'UTC') at time zone 'UTC'
+"""
+LIMIT_TIMES_SQL = "select turns from handoff.user_limits where user_id = %s"
+
+
+async def test_the_daily_token_budget_refuses_new_turns_until_midnight_utc(
+    database_url: str,
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    second_chat = await add_chat(database_url, user_id)
+    other_user, other_chat = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    budget = 60
+    async with running_stack(database_url, **{**ROOMY, "max_user_daily_tokens": budget}) as stack:
+        # GIVEN turns, quick and handed off, while the user's tokens of today are below the budget
+        sent = 0
+        while (await fetch(database_url, TODAY_SQL, user_id))[0]["tokens"] < budget:
+            content = "/calc 6*7" if sent % 2 else f"hello number {sent}"
+            status, _, events = await send(stack, token, chat_id, content)
+            assert (status, events[-1][0]) == (200, "handoff" if sent % 2 else "done")
+            await stack.executor.wait_idle()
+            sent += 1
+            assert sent < 20
+        [today] = await fetch(database_url, TODAY_SQL, user_id)
+        before = await stored(database_url)
+        times = await fetch(database_url, LIMIT_TIMES_SQL, user_id)
+
+        # WHEN they have reached it and start another turn, in any of their chats
+        with logged_exceptions() as exceptions:
+            status, headers, body = await send(stack, token, second_chat, "one more")
+
+        # THEN it is refused until midnight UTC, in plain words, and nothing of it is stored
+        retry_after = assert_limited(status, headers, body, "token_budget_spent")
+        assert abs(retry_after - today["to_midnight"]) <= 3
+        assert body["error"]["message"].startswith(
+            "You have used today's token budget. It renews at midnight UTC, in "
+        )
+        assert exceptions == [], describe(exceptions)
+        assert await stored(database_url) == before
+        assert await fetch(database_url, LIMIT_TIMES_SQL, user_id) == times
+        # AND their usage says so
+        usage = await stack.http.get("/api/usage", headers={"Authorization": f"Bearer {token}"})
+        daily = usage.json()["dailyBudget"]
+        assert (daily["tokens"], daily["used"]) == (budget, today["tokens"])
+        assert daily["renewsAt"].endswith("T00:00:00Z")
+        # AND another user is not held back by it
+        status, _, events = await send(stack, token_for(other_user), other_chat, "hello")
+        assert (status, events[-1][0]) == (200, "done")
+        # AND deleting their messages and chats (which the Data API lets a user do) makes no room
+        await execute(database_url, "delete from chat where user_id = %s", user_id)
+        chat_id = await add_chat(database_url, user_id)
+        status, headers, body = await send(stack, token, chat_id, "and now?")
+        assert_limited(status, headers, body, "token_budget_spent")
+
+        # WHEN the day is over: the user's turns so far were yesterday's
+        await execute(
+            database_url,
+            "update reply_usage set created_at = created_at - interval '1 day' where user_id = %s",
+            user_id,
+        )
+        # THEN new turns pass again
+        status, _, events = await send(stack, token, chat_id, "good morning")
+        assert (status, events[-1][0]) == (200, "done")
+
+
+async def test_without_a_daily_token_budget_turns_are_not_counted_against_one(
+    database_url: str,
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url, **ROOMY) as stack:
+        for n in range(3):
+            status, _, events = await send(stack, token, chat_id, "hello " * 200 + str(n))
+            assert (status, events[-1][0]) == (200, "done")
+        usage = await stack.http.get("/api/usage", headers={"Authorization": f"Bearer {token}"})
+    assert usage.json()["dailyBudget"] is None
 
 
 async def test_a_token_whose_user_does_not_exist_counts_nothing(database_url: str) -> None:

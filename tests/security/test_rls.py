@@ -25,12 +25,12 @@ from psycopg import sql
 from tests.databases import fresh_database
 from tests.support import create_user_with_chat
 
-Table = Literal["chat", "message", "message_draft", "job_runs"]
+Table = Literal["chat", "message", "message_draft", "job_runs", "reply_usage"]
 Operation = Literal["select", "insert", "update", "delete"]
 Actor = Literal["owner", "other_user", "anon"]
 Grants = Literal["our_grants", "supabase_grants"]
 
-TABLES: tuple[Table, ...] = ("chat", "message", "message_draft", "job_runs")
+TABLES: tuple[Table, ...] = ("chat", "message", "message_draft", "job_runs", "reply_usage")
 OPERATIONS: tuple[Operation, ...] = ("select", "insert", "update", "delete")
 ACTORS: tuple[Actor, ...] = ("owner", "other_user", "anon")
 GRANTS: tuple[Grants, ...] = ("our_grants", "supabase_grants")
@@ -43,14 +43,15 @@ SET_ROLE_SQL = {
     "authenticated": "set local role authenticated",
 }
 RESET_ROLE_SQL = "reset role"
-# Everything in the four tables, as the connecting (owning) role sees it, which RLS does not
+# Everything in the five tables, as the connecting (owning) role sees it, which RLS does not
 # filter: the yardstick for "did this attempt change anything".
 SNAPSHOT_SQL = """
 select json_build_object(
   'chat', (select json_agg(t order by t.id) from public.chat t),
   'message', (select json_agg(t order by t.id) from public.message t),
   'message_draft', (select json_agg(t order by t.message_id) from public.message_draft t),
-  'job_runs', (select json_agg(t order by t.id) from public.job_runs t)
+  'job_runs', (select json_agg(t order by t.id) from public.job_runs t),
+  'reply_usage', (select json_agg(t order by t.message_id) from public.reply_usage t)
 ) as tables
 """
 CHAT_COLUMN: dict[Table, str] = {
@@ -58,6 +59,7 @@ CHAT_COLUMN: dict[Table, str] = {
     "message": "chat_id",
     "message_draft": "chat_id",
     "job_runs": "chat_id",
+    "reply_usage": "chat_id",
 }
 # Writes aimed at the owner's rows. The same statement is tried by every actor, so a refusal
 # for the other user means something only because the owner may run it (where the owner may).
@@ -88,6 +90,14 @@ WRITE_SQL: dict[tuple[Table, Operation], str] = {
         "update public.job_runs set status = 'canceled' where chat_id = %(chat)s"
     ),
     ("job_runs", "delete"): "delete from public.job_runs where chat_id = %(chat)s",
+    ("reply_usage", "insert"): (
+        "insert into public.reply_usage (message_id, user_id, chat_id, input_tokens)"
+        " values (gen_random_uuid(), %(user)s, %(chat)s, 0)"
+    ),
+    ("reply_usage", "update"): (
+        "update public.reply_usage set input_tokens = 0 where chat_id = %(chat)s"
+    ),
+    ("reply_usage", "delete"): "delete from public.reply_usage where chat_id = %(chat)s",
 }
 CLOSED_RELATIONS = (
     "langgraph.checkpoints",
@@ -124,11 +134,15 @@ SEED_JOB_SQL = """
 insert into public.job_runs (chat_id, root_message_id, event_name, idempotency_key, payload)
 values (%s, %s, 'chat/tool_handoff', %s, '{}')
 """
+SEED_USAGE_SQL = """
+insert into public.reply_usage (message_id, user_id, chat_id, model, input_tokens, output_tokens)
+values (%s, %s, %s, 'scripted', 12, 34)
+"""
 
 
 def may(actor: Actor, table: Table, operation: Operation) -> bool:
     """The policy under test: owners read everything of theirs and write chats and messages;
-    drafts and jobs are written by the service only; nobody else touches any of it."""
+    drafts, jobs and usage are written by the service only; nobody else touches any of it."""
     if actor != "owner":
         return False
     return operation == "select" or table in ("chat", "message")
@@ -136,7 +150,8 @@ def may(actor: Actor, table: Table, operation: Operation) -> bool:
 
 @dataclass(frozen=True)
 class ChatRows:
-    """A user's chat with a turn in flight: their message, the queued reply, its draft, the job."""
+    """A user's chat with a turn in flight: their message, the queued reply, its draft, the job
+    and the reply's usage."""
 
     user_id: uuid.UUID
     chat_id: uuid.UUID
@@ -173,6 +188,7 @@ async def seed_chat_rows(database_url: str) -> ChatRows:
         await conn.execute(SEED_MESSAGE_SQL, (reply_id, chat_id, "assistant", "", "queued", None))
         await conn.execute(SEED_DRAFT_SQL, (reply_id, chat_id))
         await conn.execute(SEED_JOB_SQL, (chat_id, reply_id, str(uuid.uuid4())))
+        await conn.execute(SEED_USAGE_SQL, (reply_id, user_id, chat_id))
     return ChatRows(user_id, chat_id, user_message_id, reply_id)
 
 
