@@ -39,11 +39,14 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-tracer = trace.get_tracer("handoff")
+# The instrumentation scope of the product's own spans and metrics (libraries that trace their
+# work, FastAPI's per-request spans among them, use the same SDK under scopes of their own).
+SCOPE = "handoff"
+tracer = trace.get_tracer(SCOPE)
 # W3C trace context, by itself: `opentelemetry.propagate` would read OTEL_PROPAGATORS through
 # package entry points, tens of milliseconds of a cold start.
 _W3C = TraceContextTextMapPropagator()
-meter = metrics.get_meter("handoff")
+meter = metrics.get_meter(SCOPE)
 
 SECONDS_FAST = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 SECONDS_SLOW = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
