@@ -20,7 +20,7 @@ What it keeps, bounded:
 
 A trace is found by the reply it answers: the turn's span (`invoke_agent handoff`) and every
 background step carry `handoff.message.id`. A span is kept once it ends, so a turn still
-running shows what has ended so far.
+running shows what has ended so far, and how many of its spans have started and not ended.
 
 `GET /api/dev/messages/{messageId}/timeline` serves one: the spans in start order, with their
 start offset and duration in milliseconds from the trace's first span, their depth and parent.
@@ -80,6 +80,7 @@ class _Trace:
     # How many kept spans each span is the parent of.
     children: Counter[int] = field(default_factory=Counter)
     dropped: int = 0
+    running: int = 0  # spans started and not ended yet
     message_ids: set[str] = field(default_factory=set)
 
     def keep(self, record: SpanRecord, max_spans: int) -> None:
@@ -122,6 +123,7 @@ class TraceView:
     rows: list[Row]
     duration_ms: float
     dropped: int
+    running: int
 
 
 class Timeline(SpanProcessor):
@@ -136,12 +138,16 @@ class Timeline(SpanProcessor):
         self._by_message: dict[str, int] = {}
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        # Indexed as soon as a span of the turn starts: the quick path's spans end before its
-        # own, and they are the turn's from the start.
+        if not _ours(span) or span.context is None:
+            return
         message_id = (span.attributes or {}).get(MESSAGE_ID)
-        if _ours(span) and isinstance(message_id, str) and span.context is not None:
-            with self._lock:
-                self._touch(span.context.trace_id).message_ids.add(message_id)
+        with self._lock:
+            kept = self._touch(span.context.trace_id)
+            kept.running += 1
+            # Indexed as soon as a span of the turn starts: the quick path's spans end before
+            # its own, and they are the turn's from the start.
+            if isinstance(message_id, str):
+                kept.message_ids.add(message_id)
                 self._by_message[message_id] = span.context.trace_id
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -149,7 +155,9 @@ class Timeline(SpanProcessor):
         if record is None or span.context is None:
             return
         with self._lock:
-            self._touch(span.context.trace_id).keep(record, self.max_spans)
+            kept = self._touch(span.context.trace_id)
+            kept.running = max(0, kept.running - 1)
+            kept.keep(record, self.max_spans)
 
     def shutdown(self) -> None:
         pass
@@ -165,8 +173,8 @@ class Timeline(SpanProcessor):
             kept = self._traces.get(trace_id) if trace_id is not None else None
             if trace_id is None or kept is None or not kept.spans:
                 return None
-            spans, dropped = list(kept.spans), kept.dropped
-        return _view(trace_id, spans, dropped)
+            spans, dropped, running = list(kept.spans), kept.dropped, kept.running
+        return _view(trace_id, spans, dropped, running)
 
     def _touch(self, trace_id: int) -> _Trace:
         """The trace's entry, the most recent now; the oldest goes when there are too many."""
@@ -211,7 +219,7 @@ def _record(span: ReadableSpan) -> SpanRecord | None:
     )
 
 
-def _view(trace_id: int, spans: list[SpanRecord], dropped: int) -> TraceView:
+def _view(trace_id: int, spans: list[SpanRecord], dropped: int, running: int) -> TraceView:
     by_id = {span.span_id: span for span in spans}
     depths: dict[int, int] = {}
 
@@ -234,7 +242,7 @@ def _view(trace_id: int, spans: list[SpanRecord], dropped: int) -> TraceView:
         for span in ordered
     ]
     end = max(span.end_ns for span in spans)
-    return TraceView(trace_id, rows, _ms(end - origin), dropped)
+    return TraceView(trace_id, rows, _ms(end - origin), dropped, running)
 
 
 def _ms(nanoseconds: int) -> float:
@@ -271,6 +279,7 @@ class TimelineBody(_Camel):
     duration_ms: float  # from the first span's start to the last one's end
     spans: list[TimelineSpan]
     dropped_spans: int  # spans past the per-trace bound, not shown
+    running_spans: int  # spans that started and have not ended yet: the turn goes on
 
 
 router = APIRouter()
@@ -311,6 +320,7 @@ async def timeline(
         duration_ms=view.duration_ms,
         spans=[_span(row) for row in view.rows],
         dropped_spans=view.dropped,
+        running_spans=view.running,
     )
 
 

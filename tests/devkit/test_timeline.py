@@ -49,7 +49,7 @@ async def test_a_replys_timeline_shows_its_quick_path_then_each_step_in_start_or
     body = answer.json()
     spans: list[dict[str, Any]] = body["spans"]
     assert body["messageId"] == reply_id
-    assert body["droppedSpans"] == 0
+    assert (body["droppedSpans"], body["runningSpans"]) == (0, 0)
 
     # THEN the spans come in start order, from the turn's own at 0 ms
     assert [s["startMs"] for s in spans] == sorted(s["startMs"] for s in spans)
@@ -158,6 +158,10 @@ def test_it_keeps_the_last_traces_and_a_bounded_number_of_spans_of_each() -> Non
             for seq in range(5):
                 with ours.start_as_current_span("draft write", attributes={"seq": seq}):
                     pass
+            # (while the turn runs, its timeline shows what ended, and that it goes on)
+            running = kept.view(f"m{n}")
+            assert running is not None
+            assert (len(running.rows), running.running) == (4, 1)
             with ours.start_as_current_span("model round"):
                 model = {"gen_ai.request.model": "scripted"}
                 with ours.start_as_current_span("chat scripted", attributes=model):
@@ -177,5 +181,5 @@ def test_it_keeps_the_last_traces_and_a_bounded_number_of_spans_of_each() -> Non
             ("chat scripted", 2, {"model": "scripted"}),
         ]
         assert view.rows[0].start_ms == 0
-        assert view.dropped == 4
+        assert (view.dropped, view.running) == (4, 0)
     assert kept.view("m9") is None
