@@ -5,8 +5,8 @@ Off unless configured. Without an OTLP endpoint in the standard variables
 `..._METRICS_ENDPOINT`), the API's no-op providers make every span and instrument below free
 (bench/tracing.py measures it). With one, `setup_telemetry` installs the SDK: spans and metrics
 go out over OTLP/HTTP, configured by the other `OTEL_*` variables as usual (service name,
-headers, sampler, export interval). `handoff dev` keeps the latest spans in memory instead, for
-its page's timeline.
+headers, sampler, export interval). `handoff dev` installs it in any case, to keep the latest
+turns' spans in memory for its page's timeline (devkit/timeline.py).
 
 The trace crosses the Inngest boundary in the turn itself (`Turn.trace`, W3C trace context):
 the handoff event's data and the job row both carry it, so every step of the background run,
