@@ -4,10 +4,13 @@ served to the reply's owner, the quick path and every background step in start o
 from __future__ import annotations
 
 import uuid
+from collections import Counter
 from typing import Any
 
+from langchain_core.tools import tool
 from opentelemetry.sdk.trace import TracerProvider
 
+from agent.tools import demo_tools
 from devkit import timeline
 from devkit.timeline import MESSAGE_ID, Timeline
 from infra import telemetry
@@ -96,6 +99,42 @@ async def test_a_replys_timeline_shows_its_quick_path_then_each_step_in_start_or
     [reply] = [m for m in history.json()["messages"] if m["id"] == reply_id]
     assert reply["usage"]["input"] == sum(c["inputTokens"] for c in chats) > 0
     assert reply["usage"]["output"] == sum(c["outputTokens"] for c in chats) > 0
+
+
+flaky_calls: Counter[str] = Counter()
+
+
+@tool
+def flaky(input: str) -> str:
+    """Fails the first time per input (an upstream timeout, say), then answers."""
+    flaky_calls[input] += 1
+    if flaky_calls[input] == 1:
+        raise ConnectionError("upstream timed out")
+    return "ok"
+
+
+async def test_a_failed_step_and_its_retry_are_both_in_the_timeline(database_url: str) -> None:
+    install_sdk()
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, tools=[*demo_tools(), flaky]) as stack:
+        timeline.install(stack.app, TIMELINE)
+        # GIVEN a tool call whose step fails once, and passes when Inngest retries it
+        events = await stack.respond(
+            token_for(user_id), {"chatId": str(chat_id), "content": f"/flaky {chat_id}"}
+        )
+        await stack.executor.wait_idle(timeout=30)
+        reply_id = events[0][1]["assistantMessageId"]
+        answer = await stack.http.get(
+            f"/api/dev/messages/{reply_id}/timeline", headers=auth(user_id)
+        )
+    assert answer.status_code == 200, answer.text
+    # THEN both attempts show, the first failed and saying why, the second its retry
+    calls = named(answer.json()["spans"], "execute_tool flaky")
+    assert [(c["attempt"], c["error"]) for c in calls] == [
+        (0, "ConnectionError: upstream timed out"),
+        (1, None),
+    ]
+    assert calls[0]["startMs"] < calls[1]["startMs"]
 
 
 async def test_only_the_owner_sees_a_timeline_and_only_while_it_is_in_memory(
