@@ -725,8 +725,9 @@ function spanRow(span, total) {
   label.textContent = span.name;
   name.append(label);
   // A step's attempt counts from 0: attempt 1 is its first retry.
-  if (retry) name.append(spanMark('retry', `retry ${span.attempt}`));
-  if (failed) name.append(spanMark('failed', 'failed'));
+  // (spaces between the parts, for the row read as text)
+  if (retry) name.append(' ', spanMark('retry', `retry ${span.attempt}`));
+  if (failed) name.append(' ', spanMark('failed', 'failed'));
   const details = [];
   if (failed) details.push(span.error);
   if (span.inputTokens !== null && span.inputTokens !== undefined) {
@@ -736,7 +737,7 @@ function spanRow(span, total) {
     const detail = document.createElement('span');
     detail.className = 'span-detail';
     detail.textContent = details.join(' · ');
-    name.append(detail);
+    name.append(' ', detail);
   }
 
   const when = document.createElement('td');
