@@ -1,4 +1,5 @@
-"""What `handoff dev` serves besides the app: the chat page, its session, the change feed.
+"""What `handoff dev` serves besides the app: the chat page, its session, the change feed, the
+replies' timelines.
 
 None of this is deployed: on Supabase the page signs in with supabase-js and subscribes to
 Realtime, which the change feed stands in for.
@@ -18,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from devkit import changes
+from devkit import changes, timeline
 from handlers.errors import ApiError
 
 PAGE_DIR = Path(__file__).resolve().parent / "dev_page"
@@ -68,7 +69,10 @@ def _is_loopback_name(host: str | None) -> bool:
     return address.is_loopback or address.is_unspecified
 
 
-def install_dev_routes(app: FastAPI, session: DevSession) -> None:
+def install_dev_routes(
+    app: FastAPI, session: DevSession, traces: timeline.Timeline | None = None
+) -> None:
+    """The page and its routes; `traces`: the turns' traces the timeline route serves."""
     router = APIRouter()
 
     @router.get("/", include_in_schema=False)
@@ -94,4 +98,5 @@ def install_dev_routes(app: FastAPI, session: DevSession) -> None:
 
     app.include_router(router)
     app.include_router(changes.router)
+    timeline.install(app, traces)
     app.mount("/dev", StaticFiles(directory=PAGE_DIR), name="dev-page")

@@ -27,12 +27,14 @@ from devkit.dev_routes import DevSession, install_dev_routes
 from devkit.embedded_pg import start_embedded_postgres
 from devkit.left_behind import dev_server_presence, jobs_left_behind
 from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
+from devkit.timeline import Timeline
 from infra.db import connect
 from infra.events import HANDOFF_EVENT
 from infra.migrate import migrate
 from infra.settings import Settings
 from infra.store import chats
 from infra.store.ids import ChatId, UserId
+from infra.telemetry import setup_telemetry
 
 logger = logging.getLogger(__name__)
 
@@ -190,6 +192,10 @@ async def dev_server(
     await seed_demo(settings.database_url)
     await warn_without_logical_decoding(settings.database_url)
 
+    # The page's timelines: the turns' spans in memory (exported over OTLP as well when the
+    # OTEL_* variables name an endpoint).
+    traces = Timeline()
+    setup_telemetry(traces)
     app = create_dev_app(settings)
     stopping = asyncio.Event()
     app.add_middleware(RequestLog, stopping=stopping)
@@ -199,7 +205,7 @@ async def dev_server(
     def mint() -> str:
         return mint_dev_token(secret, DEMO_USER_ID, settings.jwt_audience)
 
-    install_dev_routes(app, DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint))
+    install_dev_routes(app, DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint), traces)
     origin = socket_origin(app_sock)
     token = mint()
     if intake_sock is None:

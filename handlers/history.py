@@ -44,6 +44,8 @@ class HistoryMessage(BaseModel):
     progress: list[dict[str, Any]] = []
     # A reply still running in the background: its latest draft, as the change feed sends it.
     draft: Draft | None = None
+    # A reply's token usage so far (`agent.usage.TurnUsage`: each model call, and their sum).
+    usage: dict[str, Any] | None = None
 
 
 class History(BaseModel):
@@ -69,6 +71,7 @@ def history_message(row: dict[str, Any]) -> HistoryMessage:
         edit_of=metadata.get("editOf"),
         pending_approval=metadata.get("pendingApproval"),
         progress=metadata.get("snapshot", {}).get("progress", []),
+        usage=metadata.get("usage"),
         draft=(
             Draft(content=row["draft_content"], seq=row["draft_seq"])
             if row["draft_content"] is not None

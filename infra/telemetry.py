@@ -5,8 +5,8 @@ Off unless configured. Without an OTLP endpoint in the standard variables
 `..._METRICS_ENDPOINT`), the API's no-op providers make every span and instrument below free
 (bench/tracing.py measures it). With one, `setup_telemetry` installs the SDK: spans and metrics
 go out over OTLP/HTTP, configured by the other `OTEL_*` variables as usual (service name,
-headers, sampler, export interval). `handoff dev` keeps the latest spans in memory instead, for
-its page's timeline.
+headers, sampler, export interval). `handoff dev` installs it in any case, to keep the latest
+turns' spans in memory for its page's timeline (devkit/timeline.py).
 
 The trace crosses the Inngest boundary in the turn itself (`Turn.trace`, W3C trace context):
 the handoff event's data and the job row both carry it, so every step of the background run,
@@ -39,11 +39,14 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 
-tracer = trace.get_tracer("handoff")
+# The instrumentation scope of the product's own spans and metrics (libraries that trace their
+# work, FastAPI's per-request spans among them, use the same SDK under scopes of their own).
+SCOPE = "handoff"
+tracer = trace.get_tracer(SCOPE)
 # W3C trace context, by itself: `opentelemetry.propagate` would read OTEL_PROPAGATORS through
 # package entry points, tens of milliseconds of a cold start.
 _W3C = TraceContextTextMapPropagator()
-meter = metrics.get_meter("handoff")
+meter = metrics.get_meter(SCOPE)
 
 SECONDS_FAST = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
 SECONDS_SLOW = (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)

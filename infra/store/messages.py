@@ -6,7 +6,8 @@ from typing import Any, Literal, TypedDict
 
 from psycopg.types.json import Jsonb
 
-from infra.db import Conn
+from infra.db import Conn, Pool
+from infra.store.access import user_transaction
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLimits
 
@@ -135,6 +136,8 @@ set content = coalesce(
 where m.id = %s and m.status in ('queued', 'streaming', 'awaiting_approval')
 """
 
+VISIBLE_SQL = "select 1 from public.message where id = %s"
+
 
 async def store_user_message(
     conn: Conn,
@@ -256,3 +259,9 @@ async def fail(conn: Conn, message_id: MessageId, user_text: str) -> None:
 async def cancel(conn: Conn, message_id: MessageId) -> None:
     """The reply ends `canceled` with the text its user saw, unless it ended already."""
     await conn.execute(CANCEL_SQL, (message_id,))
+
+
+async def visible(pool: Pool, claims: dict[str, Any], message_id: MessageId) -> bool:
+    """Whether the user may see the message, under RLS: another user's is as good as none."""
+    async with user_transaction(pool, claims) as conn:
+        return await (await conn.execute(VISIBLE_SQL, (message_id,))).fetchone() is not None

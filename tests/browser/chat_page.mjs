@@ -356,7 +356,70 @@ async function reloadedTurn(page) {
   };
 }
 
-// 5) The server stops while a job runs, and starts again with a new secret: the page says it
+// 5) A tool turn's timeline: the reply's Timeline button opens a waterfall of its trace (one row
+// per span, indented by depth, a bar placed and sized by time, the time taken) and its usage.
+async function timelineOfTurn(page, outDir) {
+  const before = await page.evaluate(() => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+    return nodes[nodes.length - 1].dataset.messageId;
+  });
+  await sendWithClick(page, '/calc 2*21');
+  const id = await lastAssistantId(page, before);
+  await waitForStatus(page, id, 'completed');
+  const reply = page.locator(`[data-testid="message"][data-message-id="${id}"]`);
+  const toggle = reply.getByTestId('timeline-toggle');
+  const panel = reply.getByTestId('timeline-panel');
+  const closedBefore = {
+    expanded: await toggle.getAttribute('aria-expanded'),
+    panelVisible: await panel.isVisible(),
+  };
+  await toggle.click();
+  // Done: every span of the turn has ended (a reply completes inside its finalize step).
+  await reply
+    .locator('[data-testid="timeline-panel"][data-state="done"]')
+    .waitFor({ timeout: STEP_TIMEOUT_MS });
+  const shot = join(outDir, 'chat_page_timeline.png');
+  await page.mouse.move(0, 0); // no row highlighted under the pointer
+  await panel.screenshot({ path: shot });
+  const rows = await reply.locator('[data-testid="span-row"]').evaluateAll((nodes) =>
+    nodes.map((row) => {
+      const bar = row.querySelector('[data-testid="span-bar"]');
+      const track = bar.parentElement.getBoundingClientRect();
+      const box = bar.getBoundingClientRect();
+      const name = row.querySelector('[data-testid="span-name"]');
+      return {
+        name: name.textContent,
+        depth: Number(row.dataset.depth),
+        indentPx: Math.round(name.getBoundingClientRect().left - row.getBoundingClientRect().left),
+        marks: [...row.querySelectorAll('[data-testid="span-mark"]')].map((m) => m.textContent),
+        took: row.querySelector('[data-testid="span-took"]').textContent,
+        // What a screen reader or a copy of the table reads, cell by cell.
+        cells: [...row.cells].map((cell) => cell.textContent.replace(/\s+/g, ' ').trim()),
+        bar: {
+          leftPx: Math.round((box.left - track.left) * 10) / 10,
+          widthPx: Math.round(box.width * 10) / 10,
+          trackPx: Math.round(track.width * 10) / 10,
+        },
+      };
+    }),
+  );
+  const opened = {
+    expanded: await toggle.getAttribute('aria-expanded'),
+    controls: await toggle.getAttribute('aria-controls'),
+    panelId: await panel.getAttribute('id'),
+    usage: await reply.getByTestId('timeline-usage').textContent(),
+    summary: await reply.getByTestId('timeline-summary').textContent(),
+    headers: await reply.locator('[data-testid="waterfall"] thead th').allTextContents(),
+  };
+  await toggle.click();
+  const closed = {
+    expanded: await toggle.getAttribute('aria-expanded'),
+    panelVisible: await panel.isVisible(),
+  };
+  return { assistantMessageId: id, closedBefore, opened, rows, closed, screenshot: shot };
+}
+
+// 6) The server stops while a job runs, and starts again with a new secret: the page says it
 // lost the server, gets a new token once, rejoins the change feed by itself and shows the job
 // (resumed by the new server) to its end; the next message goes through.
 async function restartedServer(page, problems) {
@@ -409,7 +472,7 @@ async function restartedServer(page, problems) {
   };
 }
 
-// 6) A new chat, then back: the address follows, the old feed is closed.
+// 7) A new chat, then back: the address follows, the old feed is closed.
 async function switchedChats(page) {
   const demoHash = await page.evaluate(() => window.location.hash);
   const demoMessages = await page.locator('[data-testid="message"]').count();
@@ -495,6 +558,7 @@ async function main() {
     const cancel = await canceledTurn(page);
     const approval = await approvedTurn(page);
     const reload = await reloadedTurn(page);
+    const timeline = await timelineOfTurn(page, outDir);
     const restart = await restartedServer(page, problems);
     const chats = await switchedChats(page);
     // The refused message's 409 is logged by Chromium as a failed resource load.
@@ -509,6 +573,7 @@ async function main() {
       cancel,
       approval,
       reload,
+      timeline,
       restart,
       chats,
       screenshot,

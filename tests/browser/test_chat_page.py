@@ -1,5 +1,5 @@
 """The chat page of `handoff dev` in a real Chromium: streaming, handoff, drafts, cancel,
-approvals, a reload mid-job, a server restart mid-job and switching chats.
+approvals, a reload mid-job, a reply's timeline, a server restart mid-job and switching chats.
 
 `chat_page.mjs` types and clicks through the page with playwright-core driving Debian's
 Chromium and prints a report of what the page showed and when; this test starts the real
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -92,6 +93,22 @@ async def drive(
     assert child.returncode == 0, stderr.decode() + "".join(lines)
     report: dict[str, Any] = json.loads(lines[-1])
     return report
+
+
+def waterfall_text(rows: list[dict[str, Any]], columns: int = 40) -> str:
+    """The timeline the page showed, as text: each row's indented name, its bar drawn at the
+    place and width the page drew it, its time and marks."""
+    lines = []
+    for row in rows:
+        bar = row["bar"]
+        scale = columns / bar["trackPx"]
+        start = min(columns - 1, round(bar["leftPx"] * scale))
+        width = max(1, round(bar["widthPx"] * scale))
+        drawn = (" " * start + "█" * width).ljust(columns)[:columns]
+        name = "  " * row["depth"] + row["name"]
+        marks = "".join(f" [{mark}]" for mark in row["marks"])
+        lines.append(f"{name:<26} |{drawn}| {row['took']:>8}{marks}")
+    return "\n".join(lines)
 
 
 async def message_row(database_url: str, message_id: str) -> dict[str, Any]:
@@ -211,6 +228,61 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     assert reload["final"]["text"] == FINAL_TEXT
     assert reload["messagesShown"] == 8  # four turns, each a question and an answer
 
+    # A tool turn's timeline, as a person sees it: closed until asked for; then a waterfall of
+    # its trace, from the request through each step of the background, and the reply's usage.
+    timeline = report["timeline"]
+    print(f"timeline screenshot: {timeline['screenshot']}")
+    print(waterfall_text(timeline["rows"]))
+    assert timeline["closedBefore"] == {"expanded": "false", "panelVisible": False}
+    opened = timeline["opened"]
+    assert opened["expanded"] == "true"
+    assert opened["controls"] == opened["panelId"]
+    assert opened["headers"] == ["Span", "When", "Took"]
+    rows = timeline["rows"]
+    names = [row["name"] for row in rows]
+    first = rows[0]
+    assert (first["name"], first["depth"], first["bar"]["leftPx"]) == ("invoke_agent handoff", 0, 0)
+    # In start order: the quick path's work, the handoff, then each step of the background
+    assert {"load history", "store message", "chat scripted", "persist"} <= set(names)
+    steps = ["handoff", "claim", "execute_tool calc", "model round", "finalize"]
+    assert [names.count(step) for step in steps] == [1, 1, 1, 1, 1]
+    assert [names.index(step) for step in steps] == sorted(names.index(step) for step in steps)
+    by_name = {row["name"]: row for row in rows}
+    assert all(by_name[step]["depth"] == 1 for step in steps)
+    # Indented by depth: the round's model call sits one level below the round
+    round_at = names.index("model round")
+    [round_call] = [r for r in rows[round_at:] if r["name"] == "chat scripted"]
+    assert round_call["depth"] == 2
+    assert round_call["indentPx"] > by_name["model round"]["indentPx"] > first["indentPx"]
+    # Each bar has a width and stays in its track; the steps' bars start later, in their order
+    for row in rows:
+        assert row["bar"]["widthPx"] > 0, row
+        assert row["bar"]["leftPx"] + row["bar"]["widthPx"] <= row["bar"]["trackPx"] + 1, row
+    lefts = [by_name[step]["bar"]["leftPx"] for step in steps]
+    assert lefts[0] > 0, lefts
+    assert lefts == sorted(lefts), lefts
+    # Each row reads as text: the name, when it started, how long it took
+    for row in rows:
+        assert row["cells"][0].startswith(row["name"]), row
+        assert re.fullmatch(r"starts at \d+(\.\d+)? m?s", row["cells"][1]), row
+        assert re.fullmatch(r"\d+(\.\d+)? m?s", row["took"]), row
+        assert row["cells"][2] == row["took"], row
+    # A turn that went well: no failed or retried span
+    assert [row["marks"] for row in rows if row["marks"]] == []
+    assert re.fullmatch(rf"{len(rows)} spans over \d+(\.\d+)? m?s\.", opened["summary"])
+    # The usage line sums the reply's two model calls, as stored
+    [stored] = await fetch(
+        logical_database_url,
+        "select metadata -> 'usage' as usage from public.message where id = %s",
+        timeline["assistantMessageId"],
+    )
+    usage = stored["usage"]
+    assert len(usage["rounds"]) == 2
+    assert opened["usage"] == (
+        f"Usage: {usage['input']} tokens in, {usage['output']} out, in 2 model calls."
+    )
+    assert timeline["closed"] == {"expanded": "false", "panelVisible": False}
+
     # Stopped while a job ran, started again with another secret: the page said it lost the
     # server, asked for a new token once, rejoined the feed by itself and followed the resumed
     # job to its end; the next message went through.
@@ -238,5 +310,6 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     assert (back["hash"], back["messages"]) == (chats["demoHash"], chats["demoMessages"])
     assert back["feeds"] == {"opened": fresh["feeds"]["opened"] + 1, "open": 1}
 
-    for shot in (Path(report["screenshot"]), Path(handoff["backgroundScreenshot"])):
+    shots = (report["screenshot"], handoff["backgroundScreenshot"], timeline["screenshot"])
+    for shot in map(Path, shots):
         assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

@@ -6,30 +6,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.metrics import Counter, Histogram
-from opentelemetry.sdk.metrics.export import AggregationTemporality, InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from infra import telemetry
 from tests.support import create_user_with_chat, running_stack, token_for
-
-EXPORTER = InMemorySpanExporter()
-# Delta: each read holds what was recorded since the one before, so a test reads its own.
-READER = InMemoryMetricReader(
-    preferred_temporality={
-        Counter: AggregationTemporality.DELTA,
-        Histogram: AggregationTemporality.DELTA,
-    }
-)
+from tests.telemetry_sdk import EXPORTER, READER, install_sdk
 
 
 @pytest.fixture
 def spans() -> InMemorySpanExporter:
     # The SDK is global and installed once per process; each test reads only its own spans.
-    if not telemetry.enabled():
-        telemetry.setup_telemetry(SimpleSpanProcessor(EXPORTER), metric_readers=[READER])
+    install_sdk()
     EXPORTER.clear()
     READER.get_metrics_data()  # what earlier tests recorded is not ours
     return EXPORTER
@@ -40,7 +28,7 @@ def ours(exporter: InMemorySpanExporter) -> tuple[ReadableSpan, ...]:
     return tuple(
         s
         for s in exporter.get_finished_spans()
-        if s.instrumentation_scope and s.instrumentation_scope.name == "handoff"
+        if s.instrumentation_scope and s.instrumentation_scope.name == telemetry.SCOPE
     )
 
 

@@ -193,3 +193,21 @@ async def test_a_reply_in_the_background_comes_with_its_latest_draft(database_ur
         [_, done] = await history(stack, token, chat_id)
     assert done["status"] == "completed"
     assert done["draft"] is None
+
+
+async def test_a_reply_comes_with_its_token_usage(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        await say(stack, token, chat_id, "Hello")
+        await say(stack, token, chat_id, "/calc 6*7")
+        await stack.executor.wait_idle()
+        [question, quick, _, handed_off] = await history(stack, token, chat_id)
+    # Each model call of the turn, and their sum: one on the quick path, two with a tool.
+    assert question["usage"] is None
+    assert len(quick["usage"]["rounds"]) == 1
+    assert len(handed_off["usage"]["rounds"]) == 2
+    for reply in (quick, handed_off):
+        rounds = reply["usage"]["rounds"]
+        assert reply["usage"]["input"] == sum(r["input"] for r in rounds) > 0
+        assert reply["usage"]["output"] == sum(r["output"] for r in rounds) > 0
