@@ -49,7 +49,7 @@ from infra.store.chats import require_chat
 from infra.store.drafts import delete_draft
 from infra.store.ids import ChatId, MessageId
 
-JobStatus = Literal["waiting", "queued", "processing", "completed", "error", "canceled"]
+JobStatus = Literal["waiting", "queued", "processing", "paused", "completed", "error", "canceled"]
 JobKind = Literal["quick", "handoff", "turn"]
 
 # Waits for a concurrent taker to commit, then takes the slot or finds it taken. Runs before
@@ -61,7 +61,7 @@ insert into public.job_runs
 select %(chat_id)s, %(assistant_id)s, %(reply_id)s, 'processing', 'quick', %(event)s, %(key)s,
        %(run_id)s, '{}'::jsonb
 where exists (select 1 from public.chat where id = %(chat_id)s)
-on conflict (chat_id, assistant_id) where status in ('queued', 'processing') do nothing
+on conflict (chat_id, assistant_id) where status in ('queued', 'processing', 'paused') do nothing
 returning id
 """
 WAIT_SQL = """
@@ -141,12 +141,12 @@ returning id, extract(epoch from now() - created_at)::float8 as seconds
 # failure handler after the function already failed the job itself) must not undo its end.
 FAIL_SQL = """
 update public.job_runs set status = 'error', error = %s, updated_at = now()
-where idempotency_key = %s and status in ('queued', 'processing')
+where idempotency_key = %s and status in ('queued', 'processing', 'paused')
 returning root_message_id, kind, extract(epoch from now() - created_at)::float8 as seconds
 """
 CANCEL_SQL = """
 update public.job_runs set status = 'canceled', updated_at = now()
-where chat_id = %s and assistant_id = %s and status in ('queued', 'processing')
+where chat_id = %s and assistant_id = %s and status in ('queued', 'processing', 'paused')
 returning idempotency_key, root_message_id, kind,
           extract(epoch from now() - created_at)::float8 as seconds
 """
