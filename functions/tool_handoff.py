@@ -19,11 +19,13 @@ from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
 from functions.approvals import await_decision
+from functions.questions import await_answer
 from infra import telemetry
 from infra.events import CANCEL_EVENT, HANDOFF_EVENT
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.store.approvals import Decision
+from infra.store.tool_results import ToolResult
 from turns.failures import JobFailed, RetryLater
 from turns.job import HandoffJob, fail_job
 from turns.rounds import Plan
@@ -100,19 +102,36 @@ async def run_steps(
         opening = _step_body(job.rounds.open, job, "model round", ctx.attempt)
         plan = await ctx.step.run("model-round-opening", opening, ctx.attempt, last_attempt)
     round_no = 0
+    max_questions = job.services.settings.max_questions_per_turn
     while not plan["done"]:
         calls, refused = job.within_limit(plan["pending"])
-        # Calls that need the user's approval wait for it, one question at a time.
+        asked = plan.get("asked", 0)
+        # Questions for the user and calls that need the user's approval wait for them, one at
+        # a time; a question's answer is its call's result.
+        answered: dict[str, ToolResult] = {}
         decisions: dict[str, Decision] = {}
         for call in calls:
-            if job.needs_approval(call):
+            if job.asks_user(call):
+                if asked >= max_questions:
+                    answered[call["id"]] = await ctx.step.run(
+                        f"refuse-question-{call['id']}", job.refuse_question, call
+                    )
+                    continue
+                asked += 1
+                answer = await await_answer(ctx, job, call)
+                if answer is None:
+                    logger.info("job canceled while awaiting an answer", extra=job.log)
+                    return {"status": "stopped", "rounds": round_no}
+                answered[call["id"]] = answer
+            elif job.needs_approval(call):
                 decided = await await_decision(ctx, job, call)
                 if decided is None:
                     logger.info("job canceled while awaiting approval", extra=job.log)
                     return {"status": "stopped", "rounds": round_no}
                 decisions[call["id"]] = decided
+        running = [call for call in calls if call["id"] not in answered]
         # The round's outputs share its budget: each step's share follows from the plan alone.
-        bound = job.output_bound(len(calls))
+        bound = job.output_bound(len(running))
         tool_steps = (
             partial(
                 ctx.step.run,
@@ -133,9 +152,11 @@ async def run_steps(
                 last_attempt,
                 bound,
             )
-            for call in calls
+            for call in running
         )
-        results = list(await ctx.group.parallel(tuple(tool_steps)))
+        ran = iter(await ctx.group.parallel(tuple(tool_steps)) if running else ())
+        # In the order the model made the calls.
+        results = [answered[c["id"]] if c["id"] in answered else next(ran) for c in calls]
         if refused:
             results += await ctx.step.run(f"refuse-calls-{round_no}", job.refuse, refused)
         plan = await ctx.step.run(

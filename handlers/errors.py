@@ -19,6 +19,7 @@ from infra.store.chats import ChatNotFound, UnknownUser
 from infra.store.jobs import JobAlreadyActive
 from infra.store.limits import LimitReached, TooManyActiveTurns, TooManyChats, TooManyTurns
 from infra.store.messages import DuplicateMessage
+from infra.store.questions import QuestionAlreadyAnswered, QuestionNotPending
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,12 @@ ERRORS: dict[type[Exception], ApiError] = {
     ),
     ApprovalAlreadyDecided: ApiError(
         409, "approval_already_decided", "This tool call was already decided."
+    ),
+    QuestionNotPending: ApiError(
+        409, "question_not_pending", "No question is waiting for an answer under this id."
+    ),
+    QuestionAlreadyAnswered: ApiError(
+        409, "question_already_answered", "This question was already answered."
     ),
 }
 # The per-user limits (infra/store/limits.py): 429 with a Retry-After.

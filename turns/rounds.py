@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AnyMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import StateSnapshot
 
 from agent.errors import classify
-from agent.graph import AGENT_NODE, TOOLS_NODE, pending_tool_calls, state_values
+from agent.graph import AGENT_NODE, TOOLS_NODE, current_turn, pending_tool_calls, state_values
 from agent.snapshot import PARAGRAPH_BREAK, render_agent_snapshot, turn_text
 from agent.state import AgentState, ToolInvocation
+from agent.tools import asks_user
 from infra import telemetry
 from infra.db import Conn
 from infra.runtime import Services
@@ -45,18 +47,36 @@ class Plan(TypedDict):
     stopped: NotRequired[bool]
     # An enqueued message's job: its turn has not begun, the first round starts it.
     opening: NotRequired[bool]
+    # How many questions the turn has put to the user so far (MAX_QUESTIONS_PER_TURN).
+    asked: NotRequired[int]
 
 
-def plan_from(state: StateSnapshot, max_calls: int) -> Plan:
-    """The plan after `state`, with the arguments of the first `max_calls` calls only."""
+def plan_from(state: StateSnapshot, max_calls: int, asking: frozenset[str] = frozenset()) -> Plan:
+    """The plan after `state`, with the arguments of the first `max_calls` calls only;
+    `asking` names the tools that put a question to the user."""
     if TOOLS_NODE in state.next:
-        calls = pending_tool_calls(state.values["messages"])
+        messages = state.values["messages"]
+        calls = pending_tool_calls(messages)
         pending = [
             {"id": c["id"], "name": c["name"], **({"args": c["args"]} if n < max_calls else {})}
             for n, c in enumerate(calls)
         ]
-        return {"done": False, "pending": pending}
+        return {"done": False, "pending": pending, "asked": questions_asked(messages, asking)}
     return {"done": AGENT_NODE not in state.next, "pending": []}
+
+
+def asking_tools(tools: Sequence[BaseTool]) -> frozenset[str]:
+    """The names of the tools whose calls are questions to the user."""
+    return frozenset(t.name for t in tools if asks_user(t))
+
+
+def questions_asked(messages: Sequence[AnyMessage], asking: frozenset[str]) -> int:
+    """The questions of the current turn that were put to the user (not those refused)."""
+    return sum(
+        1
+        for m in current_turn(messages)
+        if isinstance(m, ToolMessage) and m.name in asking and m.status != "error"
+    )
 
 
 @dataclass(frozen=True)
@@ -110,7 +130,9 @@ class Rounds:
             await self._record_snapshot(conn, state)
             if marks:
                 await branches.mark_reply(conn, self.turn.reply_id, marks)
-        return plan_from(state, self.services.settings.max_parallel_tool_calls)
+        return plan_from(
+            state, self.services.settings.max_parallel_tool_calls, asking_tools(self.tools)
+        )
 
     async def _record_snapshot(self, conn: Conn, state: StateSnapshot) -> None:
         snapshot = render_agent_snapshot(state_values(state)).to_metadata()
