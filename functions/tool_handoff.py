@@ -19,6 +19,7 @@ from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
 from functions.approvals import await_decision
+from functions.pauses import await_resume
 from functions.questions import await_answer
 from infra import telemetry
 from infra.events import CANCEL_EVENT, HANDOFF_EVENT
@@ -102,8 +103,15 @@ async def run_steps(
         opening = _step_body(job.rounds.open, job, "model round", ctx.attempt)
         plan = await ctx.step.run("model-round-opening", opening, ctx.attempt, last_attempt)
     round_no = 0
+    pauses = 0
     max_questions = job.services.settings.max_questions_per_turn
     while not plan["done"]:
+        if plan.get("pause"):
+            # The user asked for a pause: it happens here, before the round's tools run.
+            pauses += 1
+            if not await await_resume(ctx, job, events, pauses):
+                logger.info("job ended while paused", extra=job.log)
+                return {"status": "stopped", "rounds": round_no}
         calls, refused = job.within_limit(plan["pending"])
         asked = plan.get("asked", 0)
         # Questions for the user and calls that need the user's approval wait for them, one at
@@ -159,15 +167,25 @@ async def run_steps(
         results = [answered[c["id"]] if c["id"] in answered else next(ran) for c in calls]
         if refused:
             results += await ctx.step.run(f"refuse-calls-{round_no}", job.refuse, refused)
-        plan = await ctx.step.run(
-            f"model-round-{round_no}",
-            _step_body(
-                job.rounds.resume, job, "model round", ctx.attempt, {"handoff.round": round_no}
-            ),
-            results,
-            ctx.attempt,
-            last_attempt,
-        )
+        step_id = f"model-round-{round_no}"
+        while True:
+            plan = await ctx.step.run(
+                step_id,
+                _step_body(
+                    job.rounds.resume, job, "model round", ctx.attempt, {"handoff.round": round_no}
+                ),
+                results,
+                ctx.attempt,
+                last_attempt,
+            )
+            if not plan.get("held"):
+                break
+            # Paused before the round: once resumed, the round runs as a step of its own.
+            pauses += 1
+            if not await await_resume(ctx, job, events, pauses):
+                logger.info("job ended while paused", extra=job.log)
+                return {"status": "stopped", "rounds": round_no}
+            step_id = f"model-round-{round_no}-resumed-{pauses}"
         round_no += 1
     if plan.get("stopped"):
         logger.info("job canceled or taken over; stopping", extra=job.log)

@@ -19,6 +19,7 @@ from infra.store.chats import ChatNotFound, UnknownUser
 from infra.store.jobs import JobAlreadyActive
 from infra.store.limits import LimitReached, TooManyActiveTurns, TooManyChats, TooManyTurns
 from infra.store.messages import DuplicateMessage
+from infra.store.pauses import NothingToPause, NotPaused
 from infra.store.questions import QuestionAlreadyAnswered, QuestionNotPending
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,8 @@ ERRORS: dict[type[Exception], ApiError] = {
     ApprovalAlreadyDecided: ApiError(
         409, "approval_already_decided", "This tool call was already decided."
     ),
+    NothingToPause: ApiError(409, "nothing_running", "No answer is being prepared in this chat."),
+    NotPaused: ApiError(409, "not_paused", "No answer is paused in this chat."),
     QuestionNotPending: ApiError(
         409, "question_not_pending", "No question is waiting for an answer under this id."
     ),

@@ -85,7 +85,7 @@ class Settings(BaseSettings):
     question_timeout_s: int = Field(default=1800, ge=1)
     max_questions_per_turn: int = Field(default=3, ge=0)
     # A paused job waits this long to be resumed; then it ends `canceled`, and the chat is free.
-    pause_timeout_s: int = Field(default=7 * 24 * 3600, ge=1)
+    pause_timeout_s: int = Field(default=24 * 3600, ge=1)
     # The outbox relay re-sends handoff events no request confirmed after this long.
     outbox_grace_s: float = Field(default=10.0, ge=0)
     # Per user, counted in Postgres so that they hold across processes (infra/store/limits.py):

@@ -28,7 +28,7 @@ from infra import telemetry
 from infra.events import EventSender
 from infra.large_outputs import LARGE_OUTPUT_BYTES, LargeOutputs, output_bound
 from infra.runtime import Services
-from infra.store import approvals, jobs, questions
+from infra.store import approvals, jobs, pauses, questions
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult, fetch_result, store_result
 from turns.engine import IncompatibleCheckpoint, check_schema, durable_state
@@ -102,6 +102,9 @@ class HandoffJob:
         plan: Plan = {"done": False, "pending": [], "opening": True}
         if turn.kind == "handoff":
             plan = plan_from(state, settings.max_parallel_tool_calls, asking_tools(self.tools))
+            async with pool.connection() as conn:
+                if not plan["done"] and await pauses.pause_requested(conn, self.job_key):
+                    plan["pause"] = True
         return {"claimed": True, "payload": job.payload, **plan}
 
     async def run_tool(
@@ -314,6 +317,29 @@ class HandoffJob:
         )
         error = ToolResult(id=call["id"], name=call["name"], content=text, status="error")
         return await self._keep(error)
+
+    async def pause(self) -> bool | None:
+        """Job and reply `paused`, as the user asked. True: wait for the resume. False: no
+        pause is asked for (any more). None: the job is no longer this run's."""
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return None
+            return await pauses.pause(conn, self.job_key, self.run_id)
+
+    async def settle_pause(self, events: EventSender) -> bool:
+        """After the wait: True when resumed (its instruction, if any, now in the thread);
+        False when the job ended meanwhile (canceled, or never resumed: then it ends now,
+        `canceled`, and a turn waiting behind it goes)."""
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            resumed = await pauses.settle(conn, self.job_key)
+        if not resumed.resumed:
+            await send_queued_turns(
+                await self.services.pool(), events, self.turn.chat_id, self.turn.assistant_id
+            )
+            return False
+        if resumed.instruction:
+            return await self.rounds.note_instruction(resumed.instruction)
+        return True
 
     async def finalize(self, events: EventSender) -> None:
         """The reply's final text from the thread's head; then a turn waiting behind it goes."""

@@ -25,7 +25,7 @@ from agent.tools import asks_user
 from infra import telemetry
 from infra.db import Conn
 from infra.runtime import Services
-from infra.store import branches, jobs, messages
+from infra.store import branches, jobs, messages, pauses
 from infra.store.drafts import DraftWriter
 from infra.store.tool_results import ToolResult
 from turns.engine import Run, load_run, opening, store_run
@@ -49,6 +49,10 @@ class Plan(TypedDict):
     opening: NotRequired[bool]
     # How many questions the turn has put to the user so far (MAX_QUESTIONS_PER_TURN).
     asked: NotRequired[int]
+    # The user asked the job to pause: it does so before its next step (infra/store/pauses.py).
+    pause: NotRequired[bool]
+    # The round did not run, since a pause came first: it runs once the job is resumed.
+    held: NotRequired[bool]
 
 
 def plan_from(state: StateSnapshot, max_calls: int, asking: frozenset[str] = frozenset()) -> Plan:
@@ -98,7 +102,13 @@ class Rounds:
     async def resume(
         self, results: list[ToolResult], attempt: int = 0, last_attempt: bool = False
     ) -> Plan:
-        """Apply the tool results, then run the model to its next tool boundary or the end."""
+        """Apply the tool results, then run the model to its next tool boundary or the end.
+
+        Held, without running, when the user asked the job to pause: the round is the next
+        step, and a pause happens between steps."""
+        async with (await self.services.pool()).connection() as conn:
+            if await pauses.pause_requested(conn, self.job_key):
+                return {"done": False, "pending": [], "pause": True, "held": True}
         run = await self._load()
         state = await run.state()
         answered = {m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)}
@@ -130,9 +140,24 @@ class Rounds:
             await self._record_snapshot(conn, state)
             if marks:
                 await branches.mark_reply(conn, self.turn.reply_id, marks)
-        return plan_from(
-            state, self.services.settings.max_parallel_tool_calls, asking_tools(self.tools)
-        )
+            plan = plan_from(
+                state, self.services.settings.max_parallel_tool_calls, asking_tools(self.tools)
+            )
+            if not plan["done"] and await pauses.pause_requested(conn, self.job_key):
+                plan["pause"] = True
+        return plan
+
+    async def note_instruction(self, instruction: str) -> bool:
+        """The user's instruction, given on resuming, into the thread's state: every later
+        model call of the turn gets it. False when the job is no longer this run's."""
+        run = await self._load()
+        # As the agent's own update: the thread stays where it paused (before its tools).
+        await run.graph.aupdate_state(run.config, {"instruction": instruction}, as_node=AGENT_NODE)
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return False
+            await store_run(conn, run, self.turn, opened=False)
+        return True
 
     async def _record_snapshot(self, conn: Conn, state: StateSnapshot) -> None:
         snapshot = render_agent_snapshot(state_values(state)).to_metadata()

@@ -8,11 +8,13 @@ background), `turn` (a message enqueued behind another job; the background runs 
     waiting --(the job ahead ends; trigger, migration 0007)--> queued
     queued | processing --cancel--> canceled ;  --fail--> error --claim (a replay)--> processing
     handoff, turn:  processing --release (its run is known to be gone)--> queued
+    handoff, turn:  processing --pause (asked for; at a step boundary)--> paused
+                    paused --resume--> processing ;  --cancel, or no resume in time--> canceled
 
 The rules:
 
-- **One active job per chat and assistant**: a partial unique index over `queued` and
-  `processing` is the slot. A turn takes it with its user's message (`take_slot`), so two
+- **One active job per chat and assistant**: a partial unique index over `queued`,
+  `processing` and `paused` is the slot. A turn takes it with its user's message (`take_slot`), so two
   messages sent together are ordered by the database; `waiting` jobs hold no slot.
 - **Promotion**: when a job leaves the slot, a deferred trigger makes the oldest `waiting` turn
   of that chat `queued`; its event goes out through the outbox (infra/store/outbox.py).
@@ -356,6 +358,11 @@ async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJ
         await messages.cancel(conn, message_id)
         await delete_draft(conn, message_id)
     return CanceledJob(row["idempotency_key"], message_id, quick=row["kind"] == "quick")
+
+
+def count_end(row: dict[str, Any], outcome: str) -> None:
+    """Count the end of the job `row` (with `kind` and `seconds`) as `outcome`."""
+    _ended(row, outcome, row["kind"])
 
 
 def _ended(row: dict[str, Any], outcome: str, kind: JobKind) -> None:
