@@ -14,8 +14,9 @@ background), `turn` (a message enqueued behind another job; the background runs 
 The rules:
 
 - **One active job per chat and assistant**: a partial unique index over `queued`,
-  `processing` and `paused` is the slot. A turn takes it with its user's message (`take_slot`), so two
-  messages sent together are ordered by the database; `waiting` jobs hold no slot.
+  `processing` and `paused` is the slot. A turn takes it with its user's message
+  (`take_slot`), so two messages sent together are ordered by the database; `waiting` jobs
+  hold no slot.
 - **Promotion**: when a job leaves the slot, a deferred trigger makes the oldest `waiting` turn
   of that chat `queued`; its event goes out through the outbox (infra/store/outbox.py).
 - **The fence**: every write of a run that matters happens in a transaction that first passes
