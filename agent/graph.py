@@ -56,11 +56,21 @@ AgentGraph = CompiledStateGraph[AgentState, None, AgentState, AgentState]
 
 
 def current_turn(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
-    """The messages since the last human message (inclusive of everything after it)."""
+    """The messages since the human message that began the turn: a message steered into a
+    running turn (`steered_message`) is part of that turn, not the start of another."""
     for i in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[i], HumanMessage):
+        if isinstance(messages[i], HumanMessage) and not is_steered(messages[i]):
             return list(messages[i + 1 :])
     return list(messages)
+
+
+def steered_message(message_id: str, content: str) -> HumanMessage:
+    """A user's message that joined a running turn (multitaskStrategy `steer`)."""
+    return HumanMessage(content=content, id=message_id, additional_kwargs={"steered": True})
+
+
+def is_steered(message: BaseMessage) -> bool:
+    return bool(message.additional_kwargs.get("steered"))
 
 
 def pending_tool_calls(messages: Sequence[AnyMessage]) -> list[dict[str, Any]]:

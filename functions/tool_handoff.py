@@ -105,7 +105,23 @@ async def run_steps(
     round_no = 0
     pauses = 0
     max_questions = job.services.settings.max_questions_per_turn
-    while not plan["done"]:
+    finals = 0
+    while True:
+        if plan["done"]:
+            if plan.get("stopped"):
+                logger.info("job canceled or taken over; stopping", extra=job.log)
+                return {"status": "stopped", "rounds": round_no}
+            finished = await ctx.step.run(
+                f"finalize-{finals}" if finals else "finalize",
+                _step_body(job.finalize, job, "finalize", ctx.attempt),
+                events,
+            )
+            if finished:
+                return {"status": "completed", "rounds": round_no}
+            # A message steered into the job came after its last round: one more answers it.
+            finals += 1
+            plan = {"done": False, "pending": []}
+            continue
         if plan.get("pause"):
             # The user asked for a pause: it happens here, before the round's tools run.
             pauses += 1
@@ -187,11 +203,6 @@ async def run_steps(
                 return {"status": "stopped", "rounds": round_no}
             step_id = f"model-round-{round_no}-resumed-{pauses}"
         round_no += 1
-    if plan.get("stopped"):
-        logger.info("job canceled or taken over; stopping", extra=job.log)
-        return {"status": "stopped", "rounds": round_no}
-    await ctx.step.run("finalize", _step_body(job.finalize, job, "finalize", ctx.attempt), events)
-    return {"status": "completed", "rounds": round_no}
 
 
 def _step_body(

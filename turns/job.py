@@ -341,8 +341,10 @@ class HandoffJob:
             return await self.rounds.note_instruction(resumed.instruction)
         return True
 
-    async def finalize(self, events: EventSender) -> None:
-        """The reply's final text from the thread's head; then a turn waiting behind it goes."""
+    async def finalize(self, events: EventSender) -> bool:
+        """The reply's final text from the thread's head; then a turn waiting behind it goes.
+        False, and nothing changes, when a message steered into the job is not in the thread
+        yet: another round answers it first."""
         pool = await self.services.pool()
         state = await durable_state(pool, self.turn, self.tools, self.services.settings)
         values = state_values(state)
@@ -353,10 +355,13 @@ class HandoffJob:
             usage=dict(turn_usage(values)),
             tool_calls=len(snapshot.progress),
         )
-        await jobs.finish(
-            pool, job_key=self.job_key, message_id=self.turn.reply_id, outcome=outcome
-        )
+        held = [str(m.id) for m in values.get("messages", [])]
+        if not await jobs.finish(
+            pool, job_key=self.job_key, message_id=self.turn.reply_id, outcome=outcome, held=held
+        ):
+            return False
         await send_queued_turns(pool, events, self.turn.chat_id, self.turn.assistant_id)
+        return True
 
 
 async def fail_job(services: Services, events: EventSender, job_key: str, data: Any) -> None:

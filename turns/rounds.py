@@ -18,14 +18,21 @@ from langchain_core.tools import BaseTool
 from langgraph.types import StateSnapshot
 
 from agent.errors import classify
-from agent.graph import AGENT_NODE, TOOLS_NODE, current_turn, pending_tool_calls, state_values
+from agent.graph import (
+    AGENT_NODE,
+    TOOLS_NODE,
+    current_turn,
+    pending_tool_calls,
+    state_values,
+    steered_message,
+)
 from agent.snapshot import PARAGRAPH_BREAK, render_agent_snapshot, turn_text
 from agent.state import AgentState, ToolInvocation
 from agent.tools import asks_user
 from infra import telemetry
 from infra.db import Conn
 from infra.runtime import Services
-from infra.store import branches, jobs, messages, pauses
+from infra.store import branches, jobs, messages, pauses, steers
 from infra.store.drafts import DraftWriter
 from infra.store.tool_results import ToolResult
 from turns.engine import Run, load_run, opening, store_run
@@ -69,6 +76,12 @@ def plan_from(state: StateSnapshot, max_calls: int, asking: frozenset[str] = fro
     return {"done": AGENT_NODE not in state.next, "pending": []}
 
 
+async def unapplied_steers(conn: Conn, job_key: str, state: StateSnapshot) -> bool:
+    """Whether a message steered into the job is not in `state`'s thread yet."""
+    held = {m.id for m in state.values.get("messages", [])}
+    return any(m["id"] not in held for m in await steers.steered(conn, job_key))
+
+
 def asking_tools(tools: Sequence[BaseTool]) -> frozenset[str]:
     """The names of the tools whose calls are questions to the user."""
     return frozenset(t.name for t in tools if asks_user(t))
@@ -94,10 +107,21 @@ class Rounds:
     run_id: str
 
     async def open(self, attempt: int = 0, last_attempt: bool = False) -> Plan:
-        """The first round of an enqueued message's turn, from the latest checkpoint."""
+        """The first round of an enqueued message's turn, from the latest checkpoint; messages
+        steered into the turn before it began follow its own."""
         run = await self._load()
-        await self._stream(run, await opening(run, self.turn), "", attempt, last_attempt)
+        graph_input = await opening(run, self.turn)
+        graph_input["messages"] = [*graph_input["messages"], *await self._steered(run)]
+        await self._stream(run, graph_input, "", attempt, last_attempt)
         return await self._store(run, opened=True)
+
+    async def _steered(self, run: Run) -> list[AnyMessage]:
+        """The messages steered into the job that the run's thread does not hold yet, in the
+        order they came: by message id, so a retried or replayed round adds none twice."""
+        async with (await self.services.pool()).connection() as conn:
+            joined = await steers.steered(conn, self.job_key)
+        held = {m.id for m in (await run.state()).values.get("messages", [])}
+        return [steered_message(m["id"], m["content"]) for m in joined if m["id"] not in held]
 
     async def resume(
         self, results: list[ToolResult], attempt: int = 0, last_attempt: bool = False
@@ -120,6 +144,11 @@ class Rounds:
             # Subscribers see the tools done before this round's text starts to stream.
             async with (await self.services.pool()).connection() as conn:
                 await self._record_snapshot(conn, state)
+        # Messages sent with `steer` join here, once the tools' results are in (or after an
+        # answer that was about to be the last one), and the model sees them now.
+        if TOOLS_NODE not in state.next and (joined := await self._steered(run)):
+            await run.graph.aupdate_state(run.config, {"messages": joined}, as_node=TOOLS_NODE)
+            state = await run.state()
         if AGENT_NODE in state.next:
             before = turn_text(state_values(state))
             prefix = before + PARAGRAPH_BREAK if before else ""
@@ -145,6 +174,9 @@ class Rounds:
             )
             if not plan["done"] and await pauses.pause_requested(conn, self.job_key):
                 plan["pause"] = True
+            if plan["done"] and await unapplied_steers(conn, self.job_key, state):
+                # A message joined while this round ran: one more round answers it.
+                plan = {"done": False, "pending": []}
         return plan
 
     async def note_instruction(self, instruction: str) -> bool:

@@ -140,6 +140,16 @@ set status = 'completed', error = null, updated_at = now(),
 where idempotency_key = %s and status = 'processing'
 returning id, extract(epoch from now() - created_at)::float8 as seconds
 """
+# Whether a message steered into the job (infra/store/steers.py) is missing from the thread's
+# messages; locks the job, so a message steered in later finds it completed.
+STEERS_PENDING_SQL = """
+select exists (
+  select 1 from jsonb_array_elements(coalesce(metadata -> 'steered', '[]'::jsonb)) s
+  where not (s ->> 'id' = any(%s::text[]))
+) as pending
+from public.job_runs where idempotency_key = %s
+for update
+"""
 # Only a live job can fail: a late report (another run's, one after a replay succeeded, the
 # failure handler after the function already failed the job itself) must not undo its end.
 FAIL_SQL = """
@@ -315,13 +325,20 @@ class Outcome:
     tool_calls: int
 
 
-async def finish(pool: Pool, *, job_key: str, message_id: MessageId, outcome: Outcome) -> None:
+async def finish(
+    pool: Pool, *, job_key: str, message_id: MessageId, outcome: Outcome, held: list[str]
+) -> bool:
     """Final content, `completed`, draft gone and job `completed`, all or nothing; nothing at
-    all when the job is no longer running (canceled, or already finished by a retry)."""
+    all when the job is no longer running (canceled, or already finished by a retry). False,
+    and nothing changes, when a message steered into the job is not among the thread's `held`
+    message ids."""
     async with pool.connection() as conn, conn.transaction():
+        pending = await (await conn.execute(STEERS_PENDING_SQL, (held, job_key))).fetchone()
+        if pending is not None and pending["pending"]:
+            return False
         params = (outcome.tool_calls, job_key)
         if (row := await (await conn.execute(COMPLETE_SQL, params)).fetchone()) is None:
-            return
+            return True
         _ended(row, "completed", "handoff")
         await messages.complete(
             conn,
@@ -331,6 +348,7 @@ async def finish(pool: Pool, *, job_key: str, message_id: MessageId, outcome: Ou
             usage=outcome.usage,
         )
         await delete_draft(conn, message_id)
+    return True
 
 
 async def fail(pool: Pool, *, job_key: str, user_text: str, error: str) -> bool:
