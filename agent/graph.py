@@ -14,6 +14,7 @@ from langchain_core.messages import (
     AnyMessage,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     ToolMessage,
 )
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -55,11 +56,21 @@ AgentGraph = CompiledStateGraph[AgentState, None, AgentState, AgentState]
 
 
 def current_turn(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
-    """The messages since the last human message (inclusive of everything after it)."""
+    """The messages since the human message that began the turn: a message steered into a
+    running turn (`steered_message`) is part of that turn, not the start of another."""
     for i in range(len(messages) - 1, -1, -1):
-        if isinstance(messages[i], HumanMessage):
+        if isinstance(messages[i], HumanMessage) and not is_steered(messages[i]):
             return list(messages[i + 1 :])
     return list(messages)
+
+
+def steered_message(message_id: str, content: str) -> HumanMessage:
+    """A user's message that joined a running turn (multitaskStrategy `steer`)."""
+    return HumanMessage(content=content, id=message_id, additional_kwargs={"steered": True})
+
+
+def is_steered(message: BaseMessage) -> bool:
+    return bool(message.additional_kwargs.get("steered"))
 
 
 def pending_tool_calls(messages: Sequence[AnyMessage]) -> list[dict[str, Any]]:
@@ -83,6 +94,22 @@ def unanswered_calls_closed(messages: Sequence[AnyMessage]) -> list[ToolMessage]
     ]
 
 
+INSTRUCTION_TEXT = (
+    "The user paused this answer and, resuming it, gave this instruction for the rest of it:"
+    " {instruction}"
+)
+
+
+def model_input(state: AgentState) -> list[AnyMessage]:
+    """What the model is sent: the thread, after a system note with the user's instruction
+    for this turn, if they gave one (leading, where every provider takes a system message)."""
+    messages = list(state["messages"])
+    if instruction := state.get("instruction"):
+        note = SystemMessage(content=INSTRUCTION_TEXT.format(instruction=instruction))
+        return [note, *messages]
+    return messages
+
+
 def build_agent_graph(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
@@ -100,7 +127,7 @@ def build_agent_graph(
     async def agent(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         turn = current_turn(state["messages"])
         rounds = sum(1 for m in turn if isinstance(m, AIMessage) and m.tool_calls)
-        response, cut = await _answer(bound, state["messages"], config)
+        response, cut = await _answer(bound, model_input(state), config)
         if cut is not None:
             # Its tool calls may be cut too: none of them runs. What was shown stays, and the
             # snapshot says in plain words that the answer is not whole.

@@ -16,6 +16,7 @@ from langchain_core.messages import (
     AIMessageChunk,
     BaseMessage,
     HumanMessage,
+    SystemMessage,
     ToolMessage,
     UsageMetadata,
 )
@@ -115,10 +116,13 @@ class ScriptedChatModel(BaseChatModel):
             sentence(f"{m.name or 'tool'} returned {str(m.content)[:QUOTE_LIMIT]!s}")
             for m in reversed(tail)
         )
+        # What a system message says is echoed, so that tests see what the model was told.
+        notes = [str(m.content) for m in messages if isinstance(m, SystemMessage)]
+        noted = f" (Noted: {notes[-1]})" if notes else ""
         if rounds_done >= len(rounds):
             if tail:
-                return "Here is what I found: " + found, []
-            return f'You said: "{text}"', []
+                return "Here is what I found: " + found + noted, []
+            return f'You said: "{text}"' + noted, []
         calls = rounds[rounds_done]
         names = ", ".join(dict.fromkeys(name for name, _ in calls))
         seed = hashlib.sha256(f"{human.id if human else ''}:{text}".encode()).hexdigest()
@@ -127,8 +131,8 @@ class ScriptedChatModel(BaseChatModel):
             for i, (name, args) in enumerate(calls)
         ]
         if tail:
-            return f"So far: {found} Next, let me use {names}.", tool_calls
-        return f"Let me use {names} for that.", tool_calls
+            return f"So far: {found} Next, let me use {names}.{noted}", tool_calls
+        return f"Let me use {names} for that.{noted}", tool_calls
 
     def _chunks(
         self, messages: list[BaseMessage], tool_names: Sequence[str] | None

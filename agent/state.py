@@ -51,6 +51,9 @@ class AgentState(TypedDict):
     # Set on the round whose answer was cut short, None on every other.
     cut_short: NotRequired[CutShort | None]
     schema_version: NotRequired[int]
+    # What the user asked for when they resumed a paused answer: every later model call of the
+    # turn gets it (agent/graph.py); the next turn's opening input clears it.
+    instruction: NotRequired[str | None]
 
 
 def readable_schema(version: int) -> bool:

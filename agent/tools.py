@@ -1,6 +1,8 @@
 """Demo tools. Invalid input raises ToolInputError, which no retry can fix.
 
-A tool whose metadata has `requires_approval` runs only after the user approves the call.
+A tool whose metadata has `requires_approval` runs only after the user approves the call; one
+whose metadata has `asks_user` (`ask_user`) is never run: the background job puts the question
+to the user and the answer is the call's result.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, tool
-from pydantic import AfterValidator, WithJsonSchema, validate_email
+from pydantic import AfterValidator, Field, WithJsonSchema, validate_email
 
 
 class ToolInputError(ValueError):
@@ -170,5 +172,32 @@ def requires_approval(tool: BaseTool) -> bool:
     return bool((tool.metadata or {}).get("requires_approval"))
 
 
+MAX_QUESTION_CHARS = 2000
+MAX_OPTION_CHARS = 200
+
+
+@tool
+def ask_user(
+    question: Annotated[str, Field(min_length=1, max_length=MAX_QUESTION_CHARS)],
+    options: Annotated[
+        list[Annotated[str, Field(min_length=1, max_length=MAX_OPTION_CHARS)]],
+        Field(min_length=2, max_length=3),
+    ],
+    context: Annotated[str, Field(max_length=MAX_QUESTION_CHARS)] = "",
+) -> str:
+    """Ask the user a question and wait for their answer, which is this call's result. Give
+    2 or 3 suggested answers in `options` (the user may also answer in their own words) and,
+    in `context`, why you ask. Use it when you cannot go on well without their answer."""
+    # Never reached through the background job, which asks the user instead of running this.
+    raise ToolInputError("ask_user is answered by the user, not run")
+
+
+ask_user.metadata = {"asks_user": True}
+
+
+def asks_user(tool: BaseTool) -> bool:
+    return bool((tool.metadata or {}).get("asks_user"))
+
+
 def demo_tools() -> list[BaseTool]:
-    return [calc, sleep, report, send_email]
+    return [calc, sleep, report, send_email, ask_user]

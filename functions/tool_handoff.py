@@ -19,11 +19,14 @@ from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
 from functions.approvals import await_decision
+from functions.pauses import await_resume
+from functions.questions import await_answer
 from infra import telemetry
 from infra.events import CANCEL_EVENT, HANDOFF_EVENT
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.store.approvals import Decision
+from infra.store.tool_results import ToolResult
 from turns.failures import JobFailed, RetryLater
 from turns.job import HandoffJob, fail_job
 from turns.rounds import Plan
@@ -100,19 +103,59 @@ async def run_steps(
         opening = _step_body(job.rounds.open, job, "model round", ctx.attempt)
         plan = await ctx.step.run("model-round-opening", opening, ctx.attempt, last_attempt)
     round_no = 0
-    while not plan["done"]:
+    pauses = 0
+    max_questions = job.services.settings.max_questions_per_turn
+    finals = 0
+    while True:
+        if plan["done"]:
+            if plan.get("stopped"):
+                logger.info("job canceled or taken over; stopping", extra=job.log)
+                return {"status": "stopped", "rounds": round_no}
+            finished = await ctx.step.run(
+                f"finalize-{finals}" if finals else "finalize",
+                _step_body(job.finalize, job, "finalize", ctx.attempt),
+                events,
+            )
+            if finished:
+                return {"status": "completed", "rounds": round_no}
+            # A message steered into the job came after its last round: one more answers it.
+            finals += 1
+            plan = {"done": False, "pending": []}
+            continue
+        if plan.get("pause"):
+            # The user asked for a pause: it happens here, before the round's tools run.
+            pauses += 1
+            if not await await_resume(ctx, job, events, pauses):
+                logger.info("job ended while paused", extra=job.log)
+                return {"status": "stopped", "rounds": round_no}
         calls, refused = job.within_limit(plan["pending"])
-        # Calls that need the user's approval wait for it, one question at a time.
+        asked = plan.get("asked", 0)
+        # Questions for the user and calls that need the user's approval wait for them, one at
+        # a time; a question's answer is its call's result.
+        answered: dict[str, ToolResult] = {}
         decisions: dict[str, Decision] = {}
         for call in calls:
-            if job.needs_approval(call):
+            if job.asks_user(call):
+                if asked >= max_questions:
+                    answered[call["id"]] = await ctx.step.run(
+                        f"refuse-question-{call['id']}", job.refuse_question, call
+                    )
+                    continue
+                asked += 1
+                answer = await await_answer(ctx, job, call)
+                if answer is None:
+                    logger.info("job canceled while awaiting an answer", extra=job.log)
+                    return {"status": "stopped", "rounds": round_no}
+                answered[call["id"]] = answer
+            elif job.needs_approval(call):
                 decided = await await_decision(ctx, job, call)
                 if decided is None:
                     logger.info("job canceled while awaiting approval", extra=job.log)
                     return {"status": "stopped", "rounds": round_no}
                 decisions[call["id"]] = decided
+        running = [call for call in calls if call["id"] not in answered]
         # The round's outputs share its budget: each step's share follows from the plan alone.
-        bound = job.output_bound(len(calls))
+        bound = job.output_bound(len(running))
         tool_steps = (
             partial(
                 ctx.step.run,
@@ -133,26 +176,33 @@ async def run_steps(
                 last_attempt,
                 bound,
             )
-            for call in calls
+            for call in running
         )
-        results = list(await ctx.group.parallel(tuple(tool_steps)))
+        ran = iter(await ctx.group.parallel(tuple(tool_steps)) if running else ())
+        # In the order the model made the calls.
+        results = [answered[c["id"]] if c["id"] in answered else next(ran) for c in calls]
         if refused:
             results += await ctx.step.run(f"refuse-calls-{round_no}", job.refuse, refused)
-        plan = await ctx.step.run(
-            f"model-round-{round_no}",
-            _step_body(
-                job.rounds.resume, job, "model round", ctx.attempt, {"handoff.round": round_no}
-            ),
-            results,
-            ctx.attempt,
-            last_attempt,
-        )
+        step_id = f"model-round-{round_no}"
+        while True:
+            plan = await ctx.step.run(
+                step_id,
+                _step_body(
+                    job.rounds.resume, job, "model round", ctx.attempt, {"handoff.round": round_no}
+                ),
+                results,
+                ctx.attempt,
+                last_attempt,
+            )
+            if not plan.get("held"):
+                break
+            # Paused before the round: once resumed, the round runs as a step of its own.
+            pauses += 1
+            if not await await_resume(ctx, job, events, pauses):
+                logger.info("job ended while paused", extra=job.log)
+                return {"status": "stopped", "rounds": round_no}
+            step_id = f"model-round-{round_no}-resumed-{pauses}"
         round_no += 1
-    if plan.get("stopped"):
-        logger.info("job canceled or taken over; stopping", extra=job.log)
-        return {"status": "stopped", "rounds": round_no}
-    await ctx.step.run("finalize", _step_body(job.finalize, job, "finalize", ctx.attempt), events)
-    return {"status": "completed", "rounds": round_no}
 
 
 def _step_body(

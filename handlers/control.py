@@ -1,4 +1,5 @@
-"""Control of a running conversation: cancel its background job, answer a tool approval."""
+"""Control of a running conversation: cancel, pause or resume its background job, answer a
+tool approval or a question of the model."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from pydantic.alias_generators import to_camel
 
 from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ERROR_RESPONSES
-from infra.events import APPROVAL_EVENT, send_cancel
+from handlers.errors import ERROR_RESPONSES, ApiError
+from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_cancel
+from infra.store import pauses
 from infra.store.approvals import record_decision
 from infra.store.ids import ChatId
 from infra.store.jobs import cancel_active
+from infra.store.questions import record_answer
 from turns.start import send_queued_turns
 
 logger = logging.getLogger(__name__)
@@ -120,3 +123,137 @@ async def approve(
         # The decision is recorded: the waiting run reads it when its wait ends.
         logger.exception("chat/tool_approval not sent", extra={"chat_id": str(chat_id)})
     return ApprovalResponse(tool_call_id=tool_call_id, approved=body.approved)
+
+
+class AnswerRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    answer: str = Field(min_length=1, max_length=4000)
+
+
+class AnswerResponse(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    question_id: str
+    answered: bool
+
+
+@router.post(
+    "/api/chat/{chat_id}/answers/{question_id}",
+    status_code=202,
+    response_model=AnswerResponse,
+    response_model_by_alias=True,
+    responses=ERROR_RESPONSES,
+)
+async def answer_question(
+    chat_id: UUID,
+    question_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")],
+    body: AnswerRequest,
+    user: CurrentUser,
+    services: ServicesDep,
+    request: Request,
+) -> AnswerResponse:
+    """Answer the question the chat's background job is waiting on (`pendingQuestion`).
+
+    The answer is the result of the model's `ask_user` call. 409 when no such question waits
+    or it has its answer already.
+    """
+    if not body.answer.strip():
+        raise ApiError(422, "invalid_request", "answer: must not be blank")
+    message_id = await record_answer(
+        await services.pool(),
+        user.claims,
+        chat_id=ChatId(chat_id),
+        question_id=question_id,
+        answer=body.answer,
+    )
+    data = {"chatId": str(chat_id), "messageId": str(message_id), "questionId": question_id}
+    try:
+        await request.app.state.events.send(inngest.Event(name=ANSWER_EVENT, data=data))
+    except Exception:
+        # The answer is recorded: the waiting run reads it when its wait ends.
+        logger.exception("chat/user_answer not sent", extra={"chat_id": str(chat_id)})
+    return AnswerResponse(question_id=question_id, answered=True)
+
+
+class PauseRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+
+
+class PauseResponse(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    pausing: bool = Field(description="The job pauses at its next step boundary.")
+    assistant_message_id: UUID | None = None
+
+
+@router.post(
+    "/api/chat/{chat_id}/pause",
+    status_code=202,
+    response_model=PauseResponse,
+    response_model_by_alias=True,
+    responses=ERROR_RESPONSES,
+)
+async def pause(
+    chat_id: UUID, user: CurrentUser, services: ServicesDep, body: PauseRequest | None = None
+) -> PauseResponse:
+    """Pause the chat's running job at its next step boundary (before its next tool step or
+    model round): job and reply then show `paused`, and the job keeps the chat's slot until it
+    is resumed, canceled, or PAUSE_TIMEOUT_S passes. 409 when nothing runs."""
+    message_id = await pauses.request_pause(
+        await services.pool(),
+        user.claims,
+        chat_id=ChatId(chat_id),
+        assistant_id=(body or PauseRequest()).assistant_id,
+    )
+    return PauseResponse(pausing=True, assistant_message_id=message_id)
+
+
+class ResumeRequest(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
+
+    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+    instruction: str | None = Field(default=None, max_length=4000)
+
+
+class ResumeResponse(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    resumed: bool
+    assistant_message_id: UUID
+
+
+@router.post(
+    "/api/chat/{chat_id}/resume",
+    status_code=202,
+    response_model=ResumeResponse,
+    response_model_by_alias=True,
+    responses=ERROR_RESPONSES,
+)
+async def resume(
+    chat_id: UUID,
+    user: CurrentUser,
+    services: ServicesDep,
+    request: Request,
+    body: ResumeRequest | None = None,
+) -> ResumeResponse:
+    """Resume the chat's paused job; `instruction`, if given, goes to every later model round
+    of its turn. 409 when no job of the chat is paused."""
+    body = body or ResumeRequest()
+    instruction = body.instruction.strip() if body.instruction else None
+    message_id = await pauses.resume(
+        await services.pool(),
+        user.claims,
+        chat_id=ChatId(chat_id),
+        assistant_id=body.assistant_id,
+        instruction=instruction or None,
+    )
+    data = {"chatId": str(chat_id), "messageId": str(message_id)}
+    try:
+        await request.app.state.events.send(inngest.Event(name=RESUME_EVENT, data=data))
+    except Exception:
+        # The job is resumed in the database: the waiting run finds so when its wait ends.
+        logger.exception("chat/resume not sent", extra={"chat_id": str(chat_id)})
+    return ResumeResponse(resumed=True, assistant_message_id=message_id)

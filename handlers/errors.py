@@ -26,6 +26,8 @@ from infra.store.limits import (
     TooManyTurns,
 )
 from infra.store.messages import DuplicateMessage
+from infra.store.pauses import NothingToPause, NotPaused
+from infra.store.questions import QuestionAlreadyAnswered, QuestionNotPending
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +73,14 @@ ERRORS: dict[type[Exception], ApiError] = {
     ),
     ApprovalAlreadyDecided: ApiError(
         409, "approval_already_decided", "This tool call was already decided."
+    ),
+    NothingToPause: ApiError(409, "nothing_running", "No answer is being prepared in this chat."),
+    NotPaused: ApiError(409, "not_paused", "No answer is paused in this chat."),
+    QuestionNotPending: ApiError(
+        409, "question_not_pending", "No question is waiting for an answer under this id."
+    ),
+    QuestionAlreadyAnswered: ApiError(
+        409, "question_already_answered", "This question was already answered."
     ),
 }
 # The per-user limits (infra/store/limits.py): 429 with a Retry-After.

@@ -40,6 +40,9 @@ class HistoryMessage(BaseModel):
     # The tool call the job waits for the user to approve (status awaiting_approval); show its
     # `display`, the arguments with every hidden character escaped, not its raw `args`.
     pending_approval: dict[str, Any] | None = None
+    # The question the model asked the user (status awaiting_input): questionId, question,
+    # options, context, expiresAt.
+    pending_question: dict[str, Any] | None = None
     # The turn's tool calls and how they went (`render_agent_snapshot`'s progress).
     progress: list[dict[str, Any]] = []
     # A reply still running in the background: its latest draft, as the change feed sends it.
@@ -70,6 +73,7 @@ def history_message(row: dict[str, Any]) -> HistoryMessage:
         stale=bool(metadata.get("stale", False)),
         edit_of=metadata.get("editOf"),
         pending_approval=metadata.get("pendingApproval"),
+        pending_question=metadata.get("pendingQuestion"),
         progress=metadata.get("snapshot", {}).get("progress", []),
         usage=metadata.get("usage"),
         draft=(

@@ -30,6 +30,7 @@ from infra.store import branches
 from infra.store.branches import Edit
 from infra.store.ids import ChatId, MessageId, client_message_id
 from infra.store.limits import TurnLimits
+from infra.store.steers import SteeredJob
 from turns.engine import load_run
 from turns.quick import Emit, run_turn
 from turns.start import Strategy, start_turn
@@ -50,7 +51,8 @@ class RespondRequest(BaseModel):
     # A user message of this chat and assistant to replace: the turn forks the thread from the
     # checkpoint that message's turn started from.
     edit_of: UUID | None = None
-    # While a job of this chat and assistant is active: refuse (409), cancel it, or wait.
+    # While a job of this chat and assistant is active: refuse (409), cancel it, wait, or join
+    # it (`steer`: a background job's next round sees the message).
     multitask_strategy: Strategy = "reject"
 
     @field_validator("content")
@@ -68,12 +70,34 @@ def _discard(task: asyncio.Task[Any]) -> None:
         task.exception()
 
 
-def _queued_response(turn: Turn) -> StreamingResponse:
-    """A turn that waits behind the active job: its reply streams in the background later."""
-    body = [
-        sse("metadata", turn.stream_metadata()),
-        sse("handoff", turn.handoff_event()),
-    ]
+def _queued_response(turn: Turn, strategy: str | None = None) -> StreamingResponse:
+    """A turn that waits behind the active job: its reply streams in the background later.
+    `strategy` says how it was taken when that differs from what was asked (a steer that
+    could not join a quick path is enqueued)."""
+    metadata: dict[str, str] = turn.stream_metadata()
+    if strategy:
+        metadata["strategy"] = strategy
+    return _events_response([("metadata", metadata), ("handoff", turn.handoff_event(strategy))])
+
+
+def _steered_response(turn: Turn, steered: SteeredJob) -> StreamingResponse:
+    """A message that joined the running job: that job's reply is the one to follow."""
+    metadata = {
+        **turn.stream_metadata(),
+        "assistantMessageId": str(steered.reply_id),
+        "strategy": "steer",
+    }
+    handoff = {
+        "assistantMessageId": str(steered.reply_id),
+        "eventId": steered.job_key,
+        "status": "steered",
+        "strategy": "steer",
+    }
+    return _events_response([("metadata", metadata), ("handoff", handoff)])
+
+
+def _events_response(events: list[tuple[str, dict[str, str]]]) -> StreamingResponse:
+    body = [sse(name, data) for name, data in events]
 
     async def stream() -> AsyncIterator[bytes]:
         for item in body:
@@ -147,11 +171,17 @@ async def stream_turn(
             _drop(run)
             span.end()
             raise
+    if slot.steered is not None:
+        _drop(run)
+        span.set_attribute("handoff.steered", True)
+        span.end()
+        return _steered_response(turn, slot.steered)
     if slot.queued:
         _drop(run)
         span.set_attribute("handoff.queued", True)
         span.end()
-        return _queued_response(turn)
+        fallback = "enqueue" if strategy == "steer" else None
+        return _queued_response(turn, fallback)
     state = request.app.state
     stopped = slot.interrupted
     if stopped is not None and stopped.message_id is not None and not stopped.quick:

@@ -22,6 +22,12 @@ CANCEL_EVENT = "chat/cancel"
 # data: {chatId, messageId, toolCallId}: wakes the run waiting on that call; the decision itself
 # is read from the message (infra/store/approvals.py).
 APPROVAL_EVENT = "chat/tool_approval"
+# data: {chatId, messageId, questionId}: wakes the run waiting on that question; the answer is
+# read from the message (infra/store/questions.py).
+ANSWER_EVENT = "chat/user_answer"
+# data: {chatId, messageId}: wakes the paused run of the job whose reply that is; the job row says
+# whether it was resumed and with which instruction (infra/store/pauses.py).
+RESUME_EVENT = "chat/resume"
 
 
 class EventSender(Protocol):

@@ -89,6 +89,13 @@ class Settings(BaseSettings):
     # A tool call that needs approval waits this long for the user's answer (Inngest counts
     # whole seconds).
     approval_timeout_s: int = Field(default=1800, ge=1)
+    # A question the model asks (`ask_user`) waits this long for the user's answer; then the
+    # model is told nobody answered and goes on. Past `max_questions_per_turn` questions in one
+    # turn, a further one is not put to the user: the model gets an error result.
+    question_timeout_s: int = Field(default=1800, ge=1)
+    max_questions_per_turn: int = Field(default=3, ge=0)
+    # A paused job waits this long to be resumed; then it ends `canceled`, and the chat is free.
+    pause_timeout_s: int = Field(default=24 * 3600, ge=1)
     # The outbox relay re-sends handoff events no request confirmed after this long.
     outbox_grace_s: float = Field(default=10.0, ge=0)
     # Per user, counted in Postgres so that they hold across processes (infra/store/limits.py):

@@ -219,7 +219,8 @@ async def opening(run: Run, turn: Turn) -> AgentState:
         *unanswered_calls_closed(state_values(before).get("messages", [])),
         message,
     ]
-    return {"messages": messages}
+    # An instruction given on resuming the turn before is that turn's only.
+    return {"messages": messages, "instruction": None}
 
 
 async def store_run(conn: Conn, run: Run, turn: Turn, *, opened: bool) -> MessageMetadata:

@@ -22,18 +22,18 @@ from pydantic import BaseModel, ValidationError
 from agent.display import display_arguments
 from agent.graph import state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
-from agent.tools import ToolInputError, requires_approval
+from agent.tools import ToolInputError, asks_user, requires_approval
 from agent.usage import turn_usage
 from infra import telemetry
 from infra.events import EventSender
 from infra.large_outputs import LARGE_OUTPUT_BYTES, LargeOutputs, output_bound
 from infra.runtime import Services
-from infra.store import approvals, jobs
+from infra.store import approvals, jobs, pauses, questions
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult, fetch_result, store_result
 from turns.engine import IncompatibleCheckpoint, check_schema, durable_state, spent
 from turns.failures import JobFailed
-from turns.rounds import Plan, Rounds, plan_from
+from turns.rounds import Plan, Rounds, asking_tools, plan_from
 from turns.start import send_queued_turns
 from turns.turn import Turn
 
@@ -101,7 +101,10 @@ class HandoffJob:
             raise JobFailed(str(exc)) from exc
         plan: Plan = {"done": False, "pending": [], "opening": True}
         if turn.kind == "handoff":
-            plan = plan_from(state, settings.max_parallel_tool_calls)
+            plan = plan_from(state, settings.max_parallel_tool_calls, asking_tools(self.tools))
+            async with pool.connection() as conn:
+                if not plan["done"] and await pauses.pause_requested(conn, self.job_key):
+                    plan["pause"] = True
         return {"claimed": True, "payload": job.payload, **plan}
 
     async def run_tool(
@@ -265,8 +268,83 @@ class HandoffJob:
                 return None
             return await approvals.settle(conn, self.turn.reply_id, call["id"], timed_out)
 
-    async def finalize(self, events: EventSender) -> None:
-        """The reply's final text from the thread's head; then a turn waiting behind it goes."""
+    def asks_user(self, call: dict[str, Any]) -> bool:
+        """Whether the call is a question for the user, with valid arguments: one with invalid
+        arguments is not put to anyone, its tool step gives the model an error result."""
+        tool = self.tool(call["name"])
+        return (
+            tool is not None and asks_user(tool) and argument_problems(tool, call["args"]) is None
+        )
+
+    async def ask_question(self, call: dict[str, Any], timeout_s: float) -> bool | None:
+        """Put the model's question to the user. True: wait for them. False: answered already
+        (a replay). None: the job is no longer this run's."""
+        args = call["args"]
+        expires = datetime.now(UTC) + timedelta(seconds=timeout_s)
+        pending = {
+            "questionId": call["id"],
+            "question": args["question"],
+            "options": list(args["options"]),
+            "context": args.get("context", ""),
+            "expiresAt": expires.isoformat(),
+        }
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return None
+            return await questions.ask(conn, self.turn.reply_id, pending)
+
+    async def settle_question(self, call: dict[str, Any]) -> ToolResult | None:
+        """The call's result: the user's answer, or that nobody answered in time; stored like
+        any tool result. None if the job is gone."""
+        stored = await fetch_result(await self.services.pool(), self.turn.thread_id, call["id"])
+        if stored is not None:
+            return stored
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return None
+            answer = await questions.settle(conn, self.turn.reply_id, call["id"])
+        timeout_s = self.services.settings.question_timeout_s
+        return await self._keep(
+            ToolResult(id=call["id"], name=call["name"], content=answer_text(answer, timeout_s))
+        )
+
+    async def refuse_question(self, call: dict[str, Any]) -> ToolResult:
+        """An error result for a question past MAX_QUESTIONS_PER_TURN: nobody is asked."""
+        limit = self.services.settings.max_questions_per_turn
+        text = (
+            f"Error: this question was not put to the user: at most {limit} questions may be"
+            " asked in one answer. Go on with your best judgement and say what you assumed."
+        )
+        error = ToolResult(id=call["id"], name=call["name"], content=text, status="error")
+        return await self._keep(error)
+
+    async def pause(self) -> bool | None:
+        """Job and reply `paused`, as the user asked. True: wait for the resume. False: no
+        pause is asked for (any more). None: the job is no longer this run's."""
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return None
+            return await pauses.pause(conn, self.job_key, self.run_id)
+
+    async def settle_pause(self, events: EventSender) -> bool:
+        """After the wait: True when resumed (its instruction, if any, now in the thread);
+        False when the job ended meanwhile (canceled, or never resumed: then it ends now,
+        `canceled`, and a turn waiting behind it goes)."""
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            resumed = await pauses.settle(conn, self.job_key)
+        if not resumed.resumed:
+            await send_queued_turns(
+                await self.services.pool(), events, self.turn.chat_id, self.turn.assistant_id
+            )
+            return False
+        if resumed.instruction:
+            return await self.rounds.note_instruction(resumed.instruction)
+        return True
+
+    async def finalize(self, events: EventSender) -> bool:
+        """The reply's final text from the thread's head; then a turn waiting behind it goes.
+        False, and nothing changes, when a message steered into the job is not in the thread
+        yet: another round answers it first."""
         pool = await self.services.pool()
         state = await durable_state(pool, self.turn, self.tools, self.services.settings)
         values = state_values(state)
@@ -279,10 +357,13 @@ class HandoffJob:
             tool_calls=len(snapshot.progress),
             spent=spent(self.turn, used, snapshot),
         )
-        await jobs.finish(
-            pool, job_key=self.job_key, message_id=self.turn.reply_id, outcome=outcome
-        )
+        held = [str(m.id) for m in values.get("messages", [])]
+        if not await jobs.finish(
+            pool, job_key=self.job_key, message_id=self.turn.reply_id, outcome=outcome, held=held
+        ):
+            return False
         await send_queued_turns(pool, events, self.turn.chat_id, self.turn.assistant_id)
+        return True
 
 
 async def fail_job(services: Services, events: EventSender, job_key: str, data: Any) -> None:
@@ -326,6 +407,17 @@ def invalid_arguments_text(name: str, exc: ValidationError) -> str:
         for error in exc.errors(include_url=False, include_input=False)
     )
     return f"Error: invalid arguments for {name}: {problems}. Fix them and call again."
+
+
+def answer_text(answer: questions.Answer, timeout_s: float) -> str:
+    """What the model reads as the result of its question."""
+    if answer["timed_out"] or answer["answer"] is None:
+        minutes = f"{timeout_s / 60:g} minutes" if timeout_s >= 60 else f"{timeout_s:g} s"
+        return (
+            f"The user did not answer within {minutes}. Go on with your best judgement, and say"
+            " what you assumed."
+        )
+    return f"The user answered: {answer['answer']}"
 
 
 def declined_text(call: dict[str, Any], decision: Decision) -> str:

@@ -10,22 +10,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import AnyMessage, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import StateSnapshot
 
 from agent.errors import classify
-from agent.graph import AGENT_NODE, TOOLS_NODE, pending_tool_calls, state_values
+from agent.graph import (
+    AGENT_NODE,
+    TOOLS_NODE,
+    current_turn,
+    pending_tool_calls,
+    state_values,
+    steered_message,
+)
 from agent.snapshot import PARAGRAPH_BREAK, render_agent_snapshot, turn_text
 from agent.state import AgentState, ToolInvocation
+from agent.tools import asks_user
 from agent.usage import turn_usage
 from infra import telemetry
 from infra.db import Conn
 from infra.runtime import Services
-from infra.store import branches, jobs, messages, usage
+from infra.store import branches, jobs, messages, pauses, steers, usage
 from infra.store.drafts import DraftWriter
 from infra.store.tool_results import ToolResult
 from turns.engine import Run, load_run, opening, spent, store_run
@@ -47,18 +56,46 @@ class Plan(TypedDict):
     stopped: NotRequired[bool]
     # An enqueued message's job: its turn has not begun, the first round starts it.
     opening: NotRequired[bool]
+    # How many questions the turn has put to the user so far (MAX_QUESTIONS_PER_TURN).
+    asked: NotRequired[int]
+    # The user asked the job to pause: it does so before its next step (infra/store/pauses.py).
+    pause: NotRequired[bool]
+    # The round did not run, since a pause came first: it runs once the job is resumed.
+    held: NotRequired[bool]
 
 
-def plan_from(state: StateSnapshot, max_calls: int) -> Plan:
-    """The plan after `state`, with the arguments of the first `max_calls` calls only."""
+def plan_from(state: StateSnapshot, max_calls: int, asking: frozenset[str] = frozenset()) -> Plan:
+    """The plan after `state`, with the arguments of the first `max_calls` calls only;
+    `asking` names the tools that put a question to the user."""
     if TOOLS_NODE in state.next:
-        calls = pending_tool_calls(state.values["messages"])
+        messages = state.values["messages"]
+        calls = pending_tool_calls(messages)
         pending = [
             {"id": c["id"], "name": c["name"], **({"args": c["args"]} if n < max_calls else {})}
             for n, c in enumerate(calls)
         ]
-        return {"done": False, "pending": pending}
+        return {"done": False, "pending": pending, "asked": questions_asked(messages, asking)}
     return {"done": AGENT_NODE not in state.next, "pending": []}
+
+
+async def unapplied_steers(conn: Conn, job_key: str, state: StateSnapshot) -> bool:
+    """Whether a message steered into the job is not in `state`'s thread yet."""
+    held = {m.id for m in state.values.get("messages", [])}
+    return any(m["id"] not in held for m in await steers.steered(conn, job_key))
+
+
+def asking_tools(tools: Sequence[BaseTool]) -> frozenset[str]:
+    """The names of the tools whose calls are questions to the user."""
+    return frozenset(t.name for t in tools if asks_user(t))
+
+
+def questions_asked(messages: Sequence[AnyMessage], asking: frozenset[str]) -> int:
+    """The questions of the current turn that were put to the user (not those refused)."""
+    return sum(
+        1
+        for m in current_turn(messages)
+        if isinstance(m, ToolMessage) and m.name in asking and m.status != "error"
+    )
 
 
 @dataclass(frozen=True)
@@ -72,15 +109,32 @@ class Rounds:
     run_id: str
 
     async def open(self, attempt: int = 0, last_attempt: bool = False) -> Plan:
-        """The first round of an enqueued message's turn, from the active branch's head."""
+        """The first round of an enqueued message's turn, from the active branch's head;
+        messages steered into the turn before it began follow its own."""
         run = await self._load(opens=True)
-        await self._stream(run, await opening(run, self.turn), "", attempt, last_attempt)
+        graph_input = await opening(run, self.turn)
+        graph_input["messages"] = [*graph_input["messages"], *await self._steered(run)]
+        await self._stream(run, graph_input, "", attempt, last_attempt)
         return await self._store(run, opened=True)
+
+    async def _steered(self, run: Run) -> list[AnyMessage]:
+        """The messages steered into the job that the run's thread does not hold yet, in the
+        order they came: by message id, so a retried or replayed round adds none twice."""
+        async with (await self.services.pool()).connection() as conn:
+            joined = await steers.steered(conn, self.job_key)
+        held = {m.id for m in (await run.state()).values.get("messages", [])}
+        return [steered_message(m["id"], m["content"]) for m in joined if m["id"] not in held]
 
     async def resume(
         self, results: list[ToolResult], attempt: int = 0, last_attempt: bool = False
     ) -> Plan:
-        """Apply the tool results, then run the model to its next tool boundary or the end."""
+        """Apply the tool results, then run the model to its next tool boundary or the end.
+
+        Held, without running, when the user asked the job to pause: the round is the next
+        step, and a pause happens between steps."""
+        async with (await self.services.pool()).connection() as conn:
+            if await pauses.pause_requested(conn, self.job_key):
+                return {"done": False, "pending": [], "pause": True, "held": True}
         run = await self._load(opens=False)
         state = await run.state()
         answered = {m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)}
@@ -92,6 +146,11 @@ class Rounds:
             # Subscribers see the tools done before this round's text starts to stream.
             async with (await self.services.pool()).connection() as conn:
                 await self._record_snapshot(conn, state)
+        # Messages sent with `steer` join here, once the tools' results are in (or after an
+        # answer that was about to be the last one), and the model sees them now.
+        if TOOLS_NODE not in state.next and (joined := await self._steered(run)):
+            await run.graph.aupdate_state(run.config, {"messages": joined}, as_node=TOOLS_NODE)
+            state = await run.state()
         if AGENT_NODE in state.next:
             before = turn_text(state_values(state))
             prefix = before + PARAGRAPH_BREAK if before else ""
@@ -114,7 +173,27 @@ class Rounds:
             await self._record_snapshot(conn, state, with_usage=True)
             if marks:
                 await branches.mark_reply(conn, self.turn.reply_id, marks)
-        return plan_from(state, self.services.settings.max_parallel_tool_calls)
+            plan = plan_from(
+                state, self.services.settings.max_parallel_tool_calls, asking_tools(self.tools)
+            )
+            if not plan["done"] and await pauses.pause_requested(conn, self.job_key):
+                plan["pause"] = True
+            if plan["done"] and await unapplied_steers(conn, self.job_key, state):
+                # A message joined while this round ran: one more round answers it.
+                plan = {"done": False, "pending": []}
+        return plan
+
+    async def note_instruction(self, instruction: str) -> bool:
+        """The user's instruction, given on resuming, into the thread's state: every later
+        model call of the turn gets it. False when the job is no longer this run's."""
+        run = await self._load(opens=False)
+        # As the agent's own update: the thread stays where it paused (before its tools).
+        await run.graph.aupdate_state(run.config, {"instruction": instruction}, as_node=AGENT_NODE)
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return False
+            await store_run(conn, run, self.turn, opened=False)
+        return True
 
     async def _record_snapshot(
         self, conn: Conn, state: StateSnapshot, *, with_usage: bool = False

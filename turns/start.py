@@ -10,7 +10,10 @@ database. The second one, by its strategy:
   takes the slot; a quick path that loses its slot this way stores nothing in the thread;
 - `enqueue`: the turn waits behind the active job (`waiting`), with a `queued` reply; when that
   job ends, the database hands the slot to the oldest waiting turn and the background runs it
-  whole.
+  whole;
+- `steer`: the message joins the active background job (infra/store/steers.py), whose next model
+  round sees it, and gets no reply of its own; while the active job is a quick path still
+  streaming, it is enqueued instead.
 """
 
 from __future__ import annotations
@@ -23,25 +26,27 @@ from agent.snapshot import STOPPED_TEXT
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.events import EventSender, send_handoff
-from infra.store import jobs, limits, messages, outbox
+from infra.store import jobs, limits, messages, outbox, steers
 from infra.store.access import act_as_service, act_as_user
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId
 from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
 from infra.store.limits import TurnLimits
 from infra.store.messages import ReplyStatus
+from infra.store.steers import SteeredJob
 from turns.engine import reply_metadata
 from turns.turn import Turn
 
 logger = logging.getLogger(__name__)
 
-Strategy = Literal["reject", "interrupt", "enqueue"]
+Strategy = Literal["reject", "interrupt", "enqueue", "steer"]
 
 
 @dataclass(frozen=True)
 class Slot:
     queued: bool  # True: the turn waits behind the active job and runs in the background
     interrupted: CanceledJob | None = None  # the job this turn canceled to take the slot
+    steered: SteeredJob | None = None  # the running job the message joined (`steer`)
 
 
 async def start_turn(
@@ -92,7 +97,8 @@ async def _start(
             user_id=turn.user_id,
             job_key=turn.job_key,
             limits=turn_limits,
-            interrupts=strategy == "interrupt",
+            # A steered message adds no turn: the job it joins is counted already.
+            interrupts=strategy in ("interrupt", "steer"),
             stored=turn.edit is not None and turn.edit.regenerate,
         )
         if not stored:
@@ -100,6 +106,8 @@ async def _start(
         slot = Slot(queued=False)
         if not took:
             slot = await _contend(conn, turn, request, strategy, turn_limits.lease_s)
+        if slot.steered is not None:
+            return slot
         await _insert_reply(conn, turn, "queued" if slot.queued else "streaming")
         if slot.queued:
             payload = turn.waiting().to_data()
@@ -122,7 +130,22 @@ async def _contend(
     )
     if expired and await jobs.take_slot(conn, request):
         return Slot(queued=False)
-    if strategy == "enqueue":
+    if strategy == "steer":
+        assert turn.user_message_id is not None
+        assert turn.content is not None
+        steered = await steers.steer_into(
+            conn,
+            chat_id=turn.chat_id,
+            assistant_id=turn.assistant_id,
+            message_id=turn.user_message_id,
+            content=turn.content,
+        )
+        if steered is not None:
+            return Slot(queued=False, steered=steered)
+        # The job ended meanwhile: the slot may be free now.
+        if await jobs.take_slot(conn, request):
+            return Slot(queued=False)
+    if strategy in ("enqueue", "steer"):
         return Slot(queued=True)
     if strategy == "interrupt":
         # Another interrupting message may take the slot between the two statements.

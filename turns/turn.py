@@ -84,13 +84,15 @@ class Turn(BaseModel):
             "runId": self.run_id,
         }
 
-    def handoff_event(self) -> dict[str, str]:
-        """The data of the stream's `handoff` event: the reply goes on in the background."""
-        return {
+    def handoff_event(self, strategy: str | None = None) -> dict[str, str]:
+        """The data of the stream's `handoff` event: the reply goes on in the background.
+        `strategy`: how a message sent while another turn ran was taken (`enqueue`)."""
+        data = {
             "assistantMessageId": str(self.root_message_id),
             "eventId": self.job_key,
             "status": "queued",
         }
+        return {**data, "strategy": strategy} if strategy else data
 
     @property
     def attributes(self) -> dict[str, str]:

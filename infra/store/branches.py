@@ -136,7 +136,8 @@ select m.id, m.role, m.content, m.status, m.parent_message_id, m.metadata, m.cre
   d.draft_content, d.seq as draft_seq
 from public.message m
 left join public.message_draft d
-  on d.message_id = m.id and m.status in ('queued', 'streaming', 'awaiting_approval')
+  on d.message_id = m.id
+  and m.status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
 where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
 """
 HISTORY_ORDER = "order by m.created_at, m.role desc"

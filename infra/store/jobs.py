@@ -8,12 +8,15 @@ background), `turn` (a message enqueued behind another job; the background runs 
     waiting --(the job ahead ends; trigger, migration 0007)--> queued
     queued | processing --cancel--> canceled ;  --fail--> error --claim (a replay)--> processing
     handoff, turn:  processing --release (its run is known to be gone)--> queued
+    handoff, turn:  processing --pause (asked for; at a step boundary)--> paused
+                    paused --resume--> processing ;  --cancel, or no resume in time--> canceled
 
 The rules:
 
-- **One active job per chat and assistant**: a partial unique index over `queued` and
-  `processing` is the slot. A turn takes it with its user's message (`take_slot`), so two
-  messages sent together are ordered by the database; `waiting` jobs hold no slot.
+- **One active job per chat and assistant**: a partial unique index over `queued`,
+  `processing` and `paused` is the slot. A turn takes it with its user's message
+  (`take_slot`), so two messages sent together are ordered by the database; `waiting` jobs
+  hold no slot.
 - **Promotion**: when a job leaves the slot, a deferred trigger makes the oldest `waiting` turn
   of that chat `queued`; its event goes out through the outbox (infra/store/outbox.py).
 - **The fence**: every write of a run that matters happens in a transaction that first passes
@@ -50,7 +53,7 @@ from infra.store.drafts import delete_draft
 from infra.store.ids import ChatId, MessageId
 from infra.store.usage import Spent
 
-JobStatus = Literal["waiting", "queued", "processing", "completed", "error", "canceled"]
+JobStatus = Literal["waiting", "queued", "processing", "paused", "completed", "error", "canceled"]
 JobKind = Literal["quick", "handoff", "turn"]
 
 # Waits for a concurrent taker to commit, then takes the slot or finds it taken. Runs before
@@ -62,7 +65,7 @@ insert into public.job_runs
 select %(chat_id)s, %(assistant_id)s, %(reply_id)s, 'processing', 'quick', %(event)s, %(key)s,
        %(run_id)s, '{}'::jsonb
 where exists (select 1 from public.chat where id = %(chat_id)s)
-on conflict (chat_id, assistant_id) where status in ('queued', 'processing') do nothing
+on conflict (chat_id, assistant_id) where status in ('queued', 'processing', 'paused') do nothing
 returning id
 """
 WAIT_SQL = """
@@ -138,16 +141,26 @@ set status = 'completed', error = null, updated_at = now(),
 where idempotency_key = %s and status = 'processing'
 returning id, extract(epoch from now() - created_at)::float8 as seconds
 """
+# Whether a message steered into the job (infra/store/steers.py) is missing from the thread's
+# messages; locks the job, so a message steered in later finds it completed.
+STEERS_PENDING_SQL = """
+select exists (
+  select 1 from jsonb_array_elements(coalesce(metadata -> 'steered', '[]'::jsonb)) s
+  where not (s ->> 'id' = any(%s::text[]))
+) as pending
+from public.job_runs where idempotency_key = %s
+for update
+"""
 # Only a live job can fail: a late report (another run's, one after a replay succeeded, the
 # failure handler after the function already failed the job itself) must not undo its end.
 FAIL_SQL = """
 update public.job_runs set status = 'error', error = %s, updated_at = now()
-where idempotency_key = %s and status in ('queued', 'processing')
+where idempotency_key = %s and status in ('queued', 'processing', 'paused')
 returning root_message_id, kind, extract(epoch from now() - created_at)::float8 as seconds
 """
 CANCEL_SQL = """
 update public.job_runs set status = 'canceled', updated_at = now()
-where chat_id = %s and assistant_id = %s and status in ('queued', 'processing')
+where chat_id = %s and assistant_id = %s and status in ('queued', 'processing', 'paused')
 returning idempotency_key, root_message_id, kind,
           extract(epoch from now() - created_at)::float8 as seconds
 """
@@ -314,13 +327,20 @@ class Outcome:
     spent: Spent  # what the reply's turn used, for public.reply_usage
 
 
-async def finish(pool: Pool, *, job_key: str, message_id: MessageId, outcome: Outcome) -> None:
+async def finish(
+    pool: Pool, *, job_key: str, message_id: MessageId, outcome: Outcome, held: list[str]
+) -> bool:
     """Final content, `completed`, draft gone and job `completed`, all or nothing; nothing at
-    all when the job is no longer running (canceled, or already finished by a retry)."""
+    all when the job is no longer running (canceled, or already finished by a retry). False,
+    and nothing changes, when a message steered into the job is not among the thread's `held`
+    message ids."""
     async with pool.connection() as conn, conn.transaction():
+        pending = await (await conn.execute(STEERS_PENDING_SQL, (held, job_key))).fetchone()
+        if pending is not None and pending["pending"]:
+            return False
         params = (outcome.tool_calls, job_key)
         if (row := await (await conn.execute(COMPLETE_SQL, params)).fetchone()) is None:
-            return
+            return True
         _ended(row, "completed", "handoff")
         await messages.complete(
             conn,
@@ -331,6 +351,7 @@ async def finish(pool: Pool, *, job_key: str, message_id: MessageId, outcome: Ou
         )
         await usage.record(conn, message_id, outcome.spent)
         await delete_draft(conn, message_id)
+    return True
 
 
 async def fail(pool: Pool, *, job_key: str, user_text: str, error: str) -> bool:
@@ -359,6 +380,11 @@ async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJ
         await messages.cancel(conn, message_id)
         await delete_draft(conn, message_id)
     return CanceledJob(row["idempotency_key"], message_id, quick=row["kind"] == "quick")
+
+
+def count_end(row: dict[str, Any], outcome: str) -> None:
+    """Count the end of the job `row` (with `kind` and `seconds`) as `outcome`."""
+    _ended(row, outcome, row["kind"])
 
 
 def _ended(row: dict[str, Any], outcome: str, kind: JobKind) -> None:

@@ -12,7 +12,14 @@ from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLimits
 
 MessageStatus = Literal[
-    "queued", "streaming", "awaiting_approval", "completed", "error", "canceled"
+    "queued",
+    "streaming",
+    "awaiting_approval",
+    "awaiting_input",
+    "paused",
+    "completed",
+    "error",
+    "canceled",
 ]
 # What a reply is inserted as: streaming on its quick path, or queued for the background.
 ReplyStatus = Literal["streaming", "queued"]
@@ -35,6 +42,10 @@ class MessageMetadata(TypedDict, total=False):
     # arguments as shown, nothing hidden: agent/display.py), expiresAt.
     pendingApproval: dict[str, Any]
     approvals: dict[str, Any]  # the user's decisions, by tool call id
+    # The model's question waiting for the user (questions.py): questionId (the call's id),
+    # question, options, context, expiresAt.
+    pendingQuestion: dict[str, Any]
+    answers: dict[str, Any]  # the user's answers, by question id
     editOf: str  # on a user message that replaced another (an edit)
     usage: dict[str, Any]  # the turn's token usage, per model call and summed (agent/usage.py)
 
@@ -54,11 +65,11 @@ with visible as (
   select count(*) < %(max_active)s as ok
   from public.chat c join public.job_runs j on j.chat_id = c.id
   where c.user_id = %(user_id)s
-    and j.status in ('waiting', 'queued', 'processing')
+    and j.status in ('waiting', 'queued', 'processing', 'paused')
     and j.idempotency_key <> %(job_key)s
     and not (j.kind = 'quick' and j.updated_at < now() - make_interval(secs => %(lease_s)s))
     and not (%(interrupts)s and j.chat_id = %(chat_id)s and j.assistant_id = %(assistant_id)s
-             and j.status in ('queued', 'processing'))
+             and j.status in ('queued', 'processing', 'paused'))
 )"""
 STORE_USER_MESSAGE_SQL = (
     ADMIT_SQL  # noqa: S608 (constants only)
@@ -110,7 +121,8 @@ update public.message
 set metadata = metadata || jsonb_build_object('snapshot', %s::jsonb)
       || jsonb_strip_nulls(jsonb_build_object('usage', %s::jsonb)),
     updated_at = now()
-where id = %s and status in ('queued', 'streaming', 'awaiting_approval')
+where id = %s
+  and status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
 """
 STREAMING_SQL = """
 update public.message set status = 'streaming', updated_at = now()
@@ -133,7 +145,8 @@ update public.message m
 set content = coalesce(
       (select d.draft_content from public.message_draft d where d.message_id = m.id), m.content),
     status = 'canceled', updated_at = now()
-where m.id = %s and m.status in ('queued', 'streaming', 'awaiting_approval')
+where m.id = %s
+  and m.status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
 """
 
 VISIBLE_SQL = "select 1 from public.message where id = %s"

@@ -15,6 +15,8 @@ from agent.tools import (
     MAX_REPORT_KB,
     MAX_SLEEP_SECONDS,
     ToolInputError,
+    ask_user,
+    asks_user,
     calc,
     demo_tools,
     evaluate,
@@ -176,8 +178,15 @@ async def test_sleep_rejects_seconds_out_of_range(seconds: str) -> None:
     assert time.perf_counter() - started < 1.0
 
 
-def test_demo_tools_are_the_four_named_tools() -> None:
-    assert [t.name for t in demo_tools()] == ["calc", "sleep", "report", "send_email"]
+def test_demo_tools_are_the_five_named_tools() -> None:
+    names = [t.name for t in demo_tools()]
+    assert names == ["calc", "sleep", "report", "send_email", "ask_user"]
+
+
+def test_only_ask_user_asks_the_user_and_it_never_runs() -> None:
+    assert [t.name for t in demo_tools() if asks_user(t)] == ["ask_user"]
+    with pytest.raises(ToolInputError):
+        ask_user.invoke({"question": "Which?", "options": ["a", "b"]})
 
 
 def test_only_send_email_needs_approval() -> None:

@@ -1,0 +1,105 @@
+"""What a background job puts to the user and waits for, kept on the assistant message.
+
+Two kinds share one shape: a tool call waiting for approval (infra/store/approvals.py) and a
+question the model asked (infra/store/questions.py). While one waits, the message has the kind's
+status (`awaiting_approval`, `awaiting_input`) and the prompt in `metadata.<pending key>`
+(`pendingApproval`, `pendingQuestion`), which is what a Realtime subscriber renders. The user's
+reply is recorded in `metadata.<record key>[<id>]` (`approvals`, `answers`) before the event
+wakes the function, so the event is only a signal: a reply whose event came too early for the
+wait (or was lost) is still found, and an event cannot carry a reply the owner did not record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from infra.db import Conn
+
+ASK_SQL = """
+update public.message
+set status = %(status)s::text,
+    metadata = metadata || jsonb_build_object(%(pending_key)s::text, %(pending)s::jsonb),
+    updated_at = now()
+where id = %(message_id)s and status in ('queued', 'streaming')
+  and not (coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text)
+returning id
+"""
+REPLY_SQL = """
+select metadata -> %(record_key)s::text -> %(id)s::text as reply from public.message
+where id = %(message_id)s
+"""
+# Under the user's RLS: the prompt must be the one their chat's message is waiting on.
+PENDING_SQL = """
+select id, coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text as replied
+from public.message
+where chat_id = %(chat_id)s and status = %(status)s::text
+  and metadata -> %(pending_key)s::text ->> %(id_key)s::text = %(id)s::text
+"""
+RECORD_SQL = """
+update public.message
+set metadata = metadata || jsonb_build_object(
+      %(record_key)s::text,
+      coalesce(metadata -> %(record_key)s::text, '{}'::jsonb)
+        || jsonb_build_object(%(id)s::text, %(reply)s::jsonb)),
+    updated_at = now()
+where id = %(message_id)s and status = %(status)s::text
+  and not (coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text)
+returning id
+"""
+SETTLE_SQL = """
+update public.message
+set status = 'streaming', metadata = metadata - %(pending_key)s::text, updated_at = now()
+where id = %(message_id)s and status = %(status)s::text
+"""
+
+
+@dataclass(frozen=True)
+class PromptKind:
+    """Where one kind of prompt lives on the message."""
+
+    status: str  # the message's status while it waits
+    pending_key: str  # metadata key of the open prompt
+    id_key: str  # the prompt's id within it
+    record_key: str  # metadata key of the user's replies, by prompt id
+
+    def _params(self, message_id: Any, prompt_id: str) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "pending_key": self.pending_key,
+            "id_key": self.id_key,
+            "record_key": self.record_key,
+            "message_id": message_id,
+            "id": prompt_id,
+        }
+
+    async def ask(self, conn: Conn, message_id: Any, pending: dict[str, Any]) -> bool:
+        """Put the prompt to the user; False when it was replied to already (a replayed job)."""
+        params = {**self._params(message_id, pending[self.id_key]), "pending": Jsonb(pending)}
+        return await (await conn.execute(ASK_SQL, params)).fetchone() is not None
+
+    async def reply(self, conn: Conn, message_id: Any, prompt_id: str) -> Any:
+        """The recorded reply, or None."""
+        row = await (await conn.execute(REPLY_SQL, self._params(message_id, prompt_id))).fetchone()
+        return row["reply"] if row else None
+
+    async def settle(self, conn: Conn, message_id: Any, prompt_id: str, fallback: Any) -> Any:
+        """Record `fallback` unless the user's reply is there, close the prompt; the reply."""
+        params = {**self._params(message_id, prompt_id), "reply": Jsonb(fallback)}
+        await conn.execute(RECORD_SQL, params)
+        await conn.execute(SETTLE_SQL, params)
+        return await self.reply(conn, message_id, prompt_id) or fallback
+
+    async def pending_in(self, conn: Conn, chat_id: Any, prompt_id: str) -> tuple[Any, bool] | None:
+        """The message of `chat_id` waiting on `prompt_id`, and whether it has a reply; None
+        when none waits. Run under the user's RLS, it sees only their chats."""
+        params = {**self._params(None, prompt_id), "chat_id": chat_id}
+        row = await (await conn.execute(PENDING_SQL, params)).fetchone()
+        return None if row is None else (row["id"], bool(row["replied"]))
+
+    async def record(self, conn: Conn, message_id: Any, prompt_id: str, reply: Any) -> bool:
+        """The user's reply, unless there is one already (False)."""
+        params = {**self._params(message_id, prompt_id), "reply": Jsonb(reply)}
+        return await (await conn.execute(RECORD_SQL, params)).fetchone() is not None

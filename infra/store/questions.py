@@ -1,0 +1,73 @@
+"""Questions the model asks the user (the `ask_user` tool), kept on the assistant message.
+
+While a question waits, the message is `awaiting_input` with it in `metadata.pendingQuestion`
+(`questionId`, which is the tool call's id, `question`, `options`, `context`, `expiresAt`). The
+owner's answer is recorded in `metadata.answers[<question id>]` before the `chat/user_answer`
+event wakes the function (infra/store/prompts.py); a question nobody answered in time gets a
+`timed_out` record instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from infra.db import Conn, Pool
+from infra.store.access import user_transaction
+from infra.store.chats import require_chat
+from infra.store.ids import ChatId, MessageId
+from infra.store.prompts import PromptKind
+
+QUESTIONS = PromptKind(
+    status="awaiting_input",
+    pending_key="pendingQuestion",
+    id_key="questionId",
+    record_key="answers",
+)
+
+
+class Answer(TypedDict):
+    answer: str | None
+    timed_out: bool
+
+
+class QuestionNotPending(LookupError):
+    """No question of the user's chat waits for an answer under this id."""
+
+
+class QuestionAlreadyAnswered(RuntimeError):
+    """The question has its answer already."""
+
+
+async def ask(conn: Conn, message_id: MessageId, pending: dict[str, Any]) -> bool:
+    """Put the question to the user; False when it was answered already (a replayed job)."""
+    return await QUESTIONS.ask(conn, message_id, pending)
+
+
+async def settle(conn: Conn, message_id: MessageId, question_id: str) -> Answer:
+    """The user's answer, or a timeout recorded now if there is none; the question closes."""
+    settled: Answer = await QUESTIONS.settle(
+        conn, message_id, question_id, Answer(answer=None, timed_out=True)
+    )
+    return settled
+
+
+async def record_answer(
+    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, question_id: str, answer: str
+) -> MessageId:
+    """The owner's answer to a waiting question; returns the message that waits.
+
+    ChatNotFound unless the chat is the caller's; QuestionNotPending when none of its messages
+    waits on `question_id`; QuestionAlreadyAnswered for a second answer."""
+    async with user_transaction(pool, claims) as conn:
+        await require_chat(conn, chat_id)
+        pending = await QUESTIONS.pending_in(conn, chat_id, question_id)
+        if pending is None:
+            raise QuestionNotPending(question_id)
+        message_id, answered = pending
+        if answered:
+            raise QuestionAlreadyAnswered(question_id)
+        if not await QUESTIONS.record(
+            conn, message_id, question_id, Answer(answer=answer, timed_out=False)
+        ):
+            raise QuestionAlreadyAnswered(question_id)
+    return MessageId(message_id)

@@ -1,0 +1,70 @@
+"""Messages sent with `multitaskStrategy: steer`: they join the chat's running background job.
+
+The user's message is stored as any other (under RLS, in the respond request's transaction);
+the job row keeps it in `metadata.steered` ({id, content}, in the order they came), and the
+job's next model round adds each one its thread does not hold yet to the thread, by message id,
+so a retried or replayed round adds none twice (turns/rounds.py). A job finishes only once its
+thread holds every message steered into it (`jobs.finish`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from infra.db import Conn
+from infra.store.ids import ChatId, MessageId
+
+# Only a background job (a quick path has no boundary to take a message at); one of the
+# service's writes, as the Data API roles cannot write jobs.
+STEER_SQL = """
+update public.job_runs
+set metadata = metadata || jsonb_build_object(
+      'steered', coalesce(metadata -> 'steered', '[]'::jsonb) || %(message)s::jsonb),
+    updated_at = updated_at
+where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s and kind <> 'quick'
+  and status in ('queued', 'processing', 'paused')
+returning idempotency_key, root_message_id
+"""
+MARK_SQL = """
+update public.message
+set metadata = metadata || jsonb_build_object('steeredInto', %s::text)
+where id = %s
+"""
+STEERED_SQL = """
+select coalesce(metadata -> 'steered', '[]'::jsonb) as steered from public.job_runs
+where idempotency_key = %s
+"""
+
+
+@dataclass(frozen=True)
+class SteeredJob:
+    """The running job a message joined."""
+
+    job_key: str
+    reply_id: MessageId
+
+
+async def steer_into(
+    conn: Conn, *, chat_id: ChatId, assistant_id: str, message_id: MessageId, content: str
+) -> SteeredJob | None:
+    """Give the stored user message to the chat's background job; None when there is none
+    (idle, or a quick path still streaming)."""
+    params = {
+        "chat_id": chat_id,
+        "assistant_id": assistant_id,
+        "message": Jsonb([{"id": str(message_id), "content": content}]),
+    }
+    row = await (await conn.execute(STEER_SQL, params)).fetchone()
+    if row is None:
+        return None
+    await conn.execute(MARK_SQL, (str(row["root_message_id"]), message_id))
+    return SteeredJob(row["idempotency_key"], MessageId(row["root_message_id"]))
+
+
+async def steered(conn: Conn, job_key: str) -> list[dict[str, Any]]:
+    """The messages steered into the job, in the order they came: {id, content} each."""
+    row = await (await conn.execute(STEERED_SQL, (job_key,))).fetchone()
+    return list(row["steered"]) if row else []

@@ -1,0 +1,194 @@
+"""Pause and resume: a paused job stops between two steps, keeps its chat, and goes on when
+resumed, with the user's instruction in every later model round."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+from agent.threads import thread_config, thread_key
+from infra.db import connect
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    durable_messages,
+    fetch,
+    running_stack,
+    token_for,
+    wait_for_row,
+)
+
+
+async def durable_values(database_url: str, chat_id: uuid.UUID, key: str) -> Any:
+    """A value of the thread's latest durable checkpoint."""
+    async with await connect(database_url) as conn:
+        latest = await AsyncPostgresSaver(conn).aget_tuple(
+            thread_config(thread_key(chat_id, "default"))
+        )
+    assert latest is not None
+    return latest.checkpoint["channel_values"].get(key)
+
+
+PAUSED_SQL = """
+select m.status as message_status, j.status as job_status from message m
+join job_runs j on j.root_message_id = m.id
+where m.role = 'assistant' and m.status = 'paused' and j.status = 'paused'
+"""
+FINISHED_SQL = "select * from message where role = 'assistant' and status = 'completed'"
+
+
+async def post(
+    stack: Stack, token: str, chat_id: uuid.UUID, action: str, body: Any = None
+) -> tuple[int, Any]:
+    response = await stack.http.post(
+        f"/api/chat/{chat_id}/{action}",
+        json=body,
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    return response.status_code, response.json()
+
+
+async def paused_turn(stack: Stack, database_url: str, content: str) -> tuple[str, uuid.UUID]:
+    """A turn handed to the background, then paused: (token, chat id)."""
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    events = await stack.respond(token, {"chatId": str(chat_id), "content": content})
+    assert events[-1][0] == "handoff"
+    status, body = await post(stack, token, chat_id, "pause")
+    assert (status, body["pausing"]) == (202, True)
+    assert body["assistantMessageId"] == events[-1][1]["assistantMessageId"]
+    await wait_for_row(database_url, PAUSED_SQL)
+    await stack.executor.wait_idle()
+    return token, chat_id
+
+
+async def test_resume_with_an_instruction_that_every_later_round_gets(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        # GIVEN a job paused before its first model round (before or after its first tool
+        # step: the pause may come before or after the job's claim), with two rounds ahead
+        token, chat_id = await paused_turn(stack, database_url, "/calc 1+1\n/then\n/calc 2+2")
+        [wait] = stack.executor.waiting()
+        assert wait.event == "chat/resume"
+        # The owner sees it paused, in the history too.
+        listed = await stack.http.get(
+            f"/api/chat/{chat_id}/history", headers={"Authorization": f"Bearer {token}"}
+        )
+        assert listed.json()["messages"][-1]["status"] == "paused"
+        # While paused the chat is still taken.
+        response = await stack.http.post(
+            "/api/chat/respond",
+            json={"chatId": str(chat_id), "content": "hello?"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert response.status_code == 409
+
+        # WHEN the owner resumes it with an instruction
+        status, body = await post(
+            stack, token, chat_id, "resume", {"instruction": "Answer in French."}
+        )
+        assert (status, body["resumed"]) == (202, True)
+        message = await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
+
+    # THEN both later rounds' model input had the instruction (the scripted model echoes a
+    # system note), and the thread's state keeps it
+    note = "resuming it, gave this instruction for the rest of it: Answer in French."
+    assert message["content"].count(note) == 2, message["content"]
+    assert "calc returned 4." in message["content"]
+    [job] = await fetch(database_url, "select * from job_runs")
+    assert job["status"] == "completed"
+    assert "pauseRequested" not in job["metadata"]
+    assert await durable_values(database_url, chat_id, "instruction") == "Answer in French."
+
+
+async def test_pause_between_a_tool_step_and_the_next_round(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        user_id, chat_id = await create_user_with_chat(database_url)
+        token = token_for(user_id)
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 0.5"})
+        assert events[-1][0] == "handoff"
+        # WHEN the pause comes while the tool runs
+        await wait_for_row(database_url, "select 1 from job_runs where status = 'processing'")
+        assert (await post(stack, token, chat_id, "pause"))[0] == 202
+        await wait_for_row(database_url, PAUSED_SQL)
+        await stack.executor.wait_idle()
+        # THEN the tool's step finished, and no model round ran after it
+        [result] = await fetch(database_url, "select * from handoff.tool_results")
+        assert result["content"] == "slept 0.5s"
+        assert not any(
+            str(m.content).startswith("Here is")
+            for m in await durable_messages(database_url, chat_id)
+        )
+        # AND a resume without instruction finishes the turn as it would have
+        status, _ = await post(stack, token, chat_id, "resume")
+        assert status == 202
+        message = await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
+    assert message["content"].endswith("Here is what I found: sleep returned slept 0.5s.")
+    assert "Noted" not in message["content"]
+
+
+async def test_cancel_while_paused_ends_the_wait(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        token, chat_id = await paused_turn(stack, database_url, "/calc 1+1")
+        assert (await post(stack, token, chat_id, "cancel"))[0] == 202
+        await stack.executor.wait_idle()
+        assert stack.executor.waiting() == []
+        status, body = await post(stack, token, chat_id, "resume")
+        assert (status, body["error"]["code"]) == (409, "not_paused")
+        run = stack.handoff_run()
+    assert run.status == "cancelled"
+    [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert message["status"] == "canceled"
+    # No model round ran after the pause.
+    assert "Here is what I found" not in message["content"]
+
+
+async def test_a_pause_never_resumed_ends_and_frees_the_chat(database_url: str) -> None:
+    async with running_stack(database_url) as stack:
+        token, chat_id = await paused_turn(stack, database_url, "/calc 1+1")
+        assert stack.executor.expire_waits() == 1
+        await stack.executor.wait_idle()
+        [job] = await fetch(database_url, "select status from job_runs")
+        assert job["status"] == "canceled"
+        [message] = await fetch(database_url, "select * from message where role = 'assistant'")
+        assert message["status"] == "canceled"
+        # The chat takes messages again.
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "hi"})
+        assert events[-1][0] == "done"
+
+
+async def test_pause_and_resume_answer_only_the_owner_and_only_when_they_apply(
+    database_url: str,
+) -> None:
+    async with running_stack(database_url) as stack:
+        user_id, chat_id = await create_user_with_chat(database_url)
+        token = token_for(user_id)
+        # Nothing runs: nothing to pause or resume.
+        status, body = await post(stack, token, chat_id, "pause")
+        assert (status, body["error"]["code"]) == (409, "nothing_running")
+        status, body = await post(stack, token, chat_id, "resume")
+        assert (status, body["error"]["code"]) == (409, "not_paused")
+
+        token, chat_id = await paused_turn(stack, database_url, "/calc 1+1")
+        # Paused already: no second pause.
+        assert (await post(stack, token, chat_id, "pause"))[1]["error"]["code"] == "nothing_running"
+        stranger, stranger_chat = await create_user_with_chat(database_url)
+        for action in ("pause", "resume"):
+            status, body = await post(stack, token_for(stranger), chat_id, action)
+            assert (status, body["error"]["code"]) == (404, "chat_not_found")
+            status, body = await post(stack, token_for(stranger), stranger_chat, action)
+            assert status == 409
+            response = await stack.http.post(f"/api/chat/{chat_id}/{action}")
+            assert response.status_code == 401
+        for bad in ({"instruction": 3}, {"instruction": "x" * 5000}, {"surprise": 1}):
+            status, body = await post(stack, token, chat_id, "resume", bad)
+            assert (status, body["error"]["code"]) == (422, "invalid_request"), bad
+        # Still paused, still the owner's to resume.
+        [job] = await fetch(database_url, "select status from job_runs where chat_id = %s", chat_id)
+        assert job["status"] == "paused"
+        assert (await post(stack, token, chat_id, "resume"))[0] == 202
+        await wait_for_row(database_url, FINISHED_SQL)
+        await stack.executor.wait_idle()
