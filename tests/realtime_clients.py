@@ -49,7 +49,7 @@ def anon_key(secret: str = JWT_SECRET) -> str:
 
 @dataclass
 class Inbox:
-    """What a channel's callbacks received, in order, with when (monotonic seconds)."""
+    """What a channel's callbacks received, in order, with when (unix seconds)."""
 
     items: list[tuple[str, Any]] = field(default_factory=list)
     at: list[float] = field(default_factory=list)
@@ -57,8 +57,11 @@ class Inbox:
 
     def put(self, kind: str, item: Any) -> None:
         self.items.append((kind, item))
-        self.at.append(time.monotonic())
+        self.at.append(time.time())
         self._new.set()
+
+    def timed(self, kind: str) -> list[tuple[float, Any]]:
+        return [(at, item) for at, (k, item) in zip(self.at, self.items, strict=True) if k == kind]
 
     def callback(self, kind: str) -> Callable[[Any], None]:
         return lambda item: self.put(kind, item)

@@ -23,7 +23,7 @@ import psycopg
 from psycopg import sql
 
 from devkit.pgoutput import BOOL_OID, Relation, RowChange, Toast, json_value
-from infra.db import Conn, Pool
+from infra.db import Conn
 
 Event = Literal["*", "INSERT", "UPDATE", "DELETE"]
 # Realtime's filter operators; this server evaluates the first three.
@@ -352,19 +352,19 @@ async def as_subscriber(conn: Conn, claims: dict[str, Any]) -> None:
 
 
 async def visible_changes(
-    pool: Pool,
+    conn: Conn,
     claims: dict[str, Any],
     changes: Sequence[RowChange],
     key_types: dict[Relation, list[str]],
 ) -> list[bool]:
     """Which of `changes` the subscriber's RLS lets them see: each row looked up by its key (of
     the SQL types `key_types` gives) as the subscriber, as Realtime's prepared statement does;
-    one transaction for the batch."""
+    one transaction on `conn` for the batch."""
     groups: defaultdict[Relation, list[int]] = defaultdict(list)
     for n, change in enumerate(changes):
         groups[change.relation].append(n)
     seen = [False] * len(changes)
-    async with pool.connection() as conn, conn.transaction():
+    async with conn.transaction():
         await as_subscriber(conn, claims)
         for relation, indexes in groups.items():
             keys = [c.name for c in relation.columns if c.part_of_key]
