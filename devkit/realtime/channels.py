@@ -170,14 +170,7 @@ class Hub:
         key = (relation, role)
         if key not in self._columns:
             async with self.pool.connection() as conn:
-                oid = await (
-                    await conn.execute(
-                        "select format('%%I.%%I', %s::text, %s::text)::regclass::oid as oid",
-                        (relation.namespace, relation.name),
-                    )
-                ).fetchone()
-                assert oid is not None
-                self._columns[key] = await table_columns(conn, oid["oid"], role)
+                self._columns[key] = await table_columns(conn, relation.oid, role)
         return self._columns[key]
 
     async def key_types(self, relation: Relation, role: str) -> list[str]:

@@ -30,7 +30,7 @@ from devkit.realtime.protocol import (
     Serializer,
     reply,
 )
-from devkit.realtime.tokens import RealtimeTokens, TokenRefused, Verified
+from devkit.realtime.tokens import RealtimeTokens, TokenRefused
 from infra.runtime import Services
 
 logger = logging.getLogger(__name__)
@@ -65,12 +65,12 @@ async def realtime_socket(websocket: WebSocket) -> None:
     hub = await realtime_hub(websocket.app)
     token = websocket.headers.get("x-api-key") or websocket.query_params.get("apikey")
     try:
-        verified = await hub.tokens.verify(token)
+        await hub.tokens.verify(token)
     except TokenRefused as refused:
         await _deny(websocket, 401, refused.http_message)
         return
     await websocket.accept()
-    session = Session(websocket, serializer, hub, str(token), verified)
+    session = Session(websocket, serializer, hub, str(token))
     hub.sessions.add(session)
     try:
         await session.run()
@@ -97,13 +97,11 @@ class Session:
         serializer: Serializer,
         hub: Hub,
         token: str,
-        verified: Verified,
     ) -> None:
         self.websocket = websocket
         self.serializer = serializer
         self.hub = hub
         self.token = token  # the connection's key: a join without a token of its own uses it
-        self.claims = verified.claims
         self.channels: dict[str, Channel] = {}
         self.bytes_sent = 0
         self.frames_sent = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import time
 import uuid
 from itertools import pairwise
@@ -476,3 +477,54 @@ async def test_anon_key_alone_sees_no_rows(logical_database_url: str) -> None:
         await asyncio.sleep(0.5)
     assert inbox.of("message") == []
     assert anon_key()  # (the key the client connected with)
+
+
+async def test_filters_and_unchanged_large_values_as_realtime_has_them(
+    logical_database_url: str,
+) -> None:
+    url = logical_database_url
+    user_id, chat_id = await create_user_with_chat(url)
+    inbox = Inbox()
+    async with (
+        running_stack(url) as stack,
+        supabase_client(stack.origin, token_for(user_id)) as client,
+    ):
+        channel = client.channel("filters")
+        for name, filter_ in [
+            ("in", "role=in.(assistant,tool)"),
+            ("not", "role=not.eq.assistant"),
+            ("both", f"chat_id=eq.{chat_id},status=neq.streaming"),
+        ]:
+            channel.on_postgres_changes(
+                ALL, inbox.callback(name), table="message", schema="public", filter=filter_
+            )
+        assert await subscribed(channel) == SUBSCRIBED
+        # WHEN a user message and a streaming reply with a long answer are written, and the
+        # reply's status changes while its content (stored out of line) does not
+        content = secrets.token_hex(8000)  # random: it does not compress, so it is TOASTed
+        await execute(
+            url,
+            "insert into public.message (chat_id, role, content) values (%s, 'user', 'hi')",
+            chat_id,
+        )
+        reply_id = await insert_message(url, chat_id, content)
+        await execute(url, "update public.message set status = 'completed' where id = %s", reply_id)
+        await inbox.until(lambda items: sum(k == "in" for k, _ in items) == 2)
+        await inbox.until(lambda items: sum(k == "both" for k, _ in items) == 2)
+        await asyncio.sleep(0.3)
+
+    def seen(name: str) -> list[tuple[str, str, str]]:
+        return [(p["data"]["type"], record(p)["role"], record(p)["status"]) for p in inbox.of(name)]
+
+    # THEN each binding got what its filter lets through, and nothing else
+    assert seen("in") == [
+        ("INSERT", "assistant", "streaming"),
+        ("UPDATE", "assistant", "completed"),
+    ]
+    assert seen("not") == [("INSERT", "user", "completed")]
+    assert seen("both") == [("INSERT", "user", "completed"), ("UPDATE", "assistant", "completed")]
+    # AND the update leaves out the content it did not change: it is not in the WAL
+    inserted, updated = inbox.of("in")
+    assert record(inserted)["content"] == content
+    assert "content" not in record(updated)
+    assert any(c["name"] == "content" for c in updated["data"]["columns"])
