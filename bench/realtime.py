@@ -144,7 +144,7 @@ def _timestamp(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
 
 
-async def _round(
+async def stream_round(
     pool: Pool, writer: Writer, rate: int, words: int
 ) -> tuple[list[tuple[float, int]], str]:
     """Stream one reply of about `words` tokens at `rate` tokens/s into `writer`; returns when
@@ -181,7 +181,7 @@ async def _one(database_url: str, pool: Pool, kind: str, rate: int, seconds: flo
     slot = f"bench_{uuid.uuid4().hex[:12]}"
     await fetch(database_url, CREATE_SLOT_SQL, slot)
     try:
-        emitted, final = await _round(pool, writer, rate, max(3, int(rate * seconds)))
+        emitted, final = await stream_round(pool, writer, rate, max(3, int(rate * seconds)))
         rows = await fetch(database_url, CHANGES_SQL, slot)
     finally:
         await fetch(database_url, DROP_SLOT_SQL, slot)

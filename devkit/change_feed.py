@@ -1,14 +1,19 @@
-"""The development change feed: Supabase Realtime's `postgres_changes`, without Realtime.
+"""The development change feed: the WAL that Supabase Realtime reads, without Realtime.
 
 Realtime reads the WAL of the tables in the `supabase_realtime` publication through a logical
-replication slot and sends each subscriber the row changes its RLS lets it see. Locally there is
-no Realtime server, so `ChangeFeed` does the same for one app process: one temporary pgoutput
-slot (the server drops it with the connection, so a dead dev server retains no WAL), polled
-about every 100 ms as Realtime polls its own, fanned out to subscribers of one chat each.
+replication slot and sends each subscriber the row changes its RLS lets it see; it reads the
+inserts into `realtime.messages` (Broadcast from Database: realtime.send) through a publication of
+their own. Locally there is no Realtime server, so `ChangeFeed` decodes both for one app process:
+one temporary pgoutput slot (the server drops it with the connection, so a dead dev server
+retains no WAL), polled about every 100 ms as Realtime polls Postgres Changes, and at once when
+a transaction that called the migrations' realtime.send commits (its notification stands in for
+Realtime's replication stream). Every batch goes, in commit order, to each listener: the
+Realtime endpoint (devkit/realtime/) and the SSE route's subscriptions.
 
-Only INSERTs and UPDATEs of `public.message` and `public.message_draft` are delivered. DELETEs
-and TRUNCATEs are not: the old row of a delete carries its key only (no `chat_id` to filter
-on), and a deleted row can no longer be checked against RLS.
+A `Subscription` (the SSE route, devkit/changes.py) takes INSERTs and UPDATEs of
+`public.message` and `public.message_draft` in one chat. DELETEs and TRUNCATEs are not
+delivered: the old row of a delete carries its key only (no `chat_id` to filter on), and a
+deleted row can no longer be checked against RLS.
 
 A change is checked when the subscriber reads it, by looking its row up by primary key under the
 subscriber's RLS, as Realtime checks it (by primary key, when it reads the slot). So a row deleted
@@ -22,8 +27,9 @@ import asyncio
 import logging
 import uuid
 from collections import deque
+from collections.abc import Sequence
 from contextlib import suppress
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 
@@ -37,6 +43,10 @@ from infra.store.ids import ChatId
 logger = logging.getLogger(__name__)
 
 PUBLICATION = "supabase_realtime"
+# Realtime's own, for realtime.messages (the migrations make it where Realtime's schema is absent).
+MESSAGES_PUBLICATION = "supabase_realtime_messages_publication"
+# What the migrations' realtime.send notifies when its transaction commits.
+WAKE_CHANNEL = "realtime_messages"
 POLL_INTERVAL_S = 0.1
 MAX_PENDING = 1000
 
@@ -48,6 +58,8 @@ CHANGES_SQL = """
 select data from pg_logical_slot_get_binary_changes(
   %s, null, null, 'proto_version', '1', 'publication_names', %s)
 """
+PUBLICATIONS_SQL = "select pubname from pg_publication where pubname = any(%s) order by pubname"
+LISTEN_SQL = f"listen {WAKE_CHANNEL}"
 
 
 class ChangeFeedError(RuntimeError):
@@ -89,6 +101,18 @@ async def create_slot(conn: Conn, slot: str) -> None:
         raise ChangeFeedUnavailable(f"{error}: {hint}.") from error
 
 
+class FeedListener(Protocol):
+    """What the feed hands each batch of decoded changes to, in commit order."""
+
+    def offer(self, changes: Sequence[Change]) -> bool:
+        """Take a batch; False when the listener failed and leaves the feed."""
+        ...
+
+    def fail(self, error: ChangeFeedError) -> None:
+        """The feed stopped: changes may have been missed."""
+        ...
+
+
 class Subscription:
     """One chat's changes for one user. Every change committed after `ChangeFeed.subscribe`
     returned it is delivered (some committed shortly before may be too), in commit order."""
@@ -104,16 +128,29 @@ class Subscription:
         self._wake = asyncio.Event()
         self._error: ChangeFeedError | None = None
 
-    def offer(self, change: RowChange) -> bool:
-        """Queue a change of the chat; False (and the subscription failed) when full."""
+    def offer(self, changes: Sequence[Change]) -> bool:
+        """Queue the batch's inserts and updates of the chat's messages and drafts; False (and
+        the subscription failed) when too many are waiting."""
         if self._error is not None:
             return False
-        if len(self._pending) >= self.max_pending:
-            self.fail(SubscriberOverflow("Too many changes were waiting: some were dropped."))
-            return False
-        self._pending.append(change)
-        self._wake.set()
+        for change in changes:
+            if not self._wants(change):
+                continue
+            if len(self._pending) >= self.max_pending:
+                self.fail(SubscriberOverflow("Too many changes were waiting: some were dropped."))
+                return False
+            assert isinstance(change, RowChange)
+            self._pending.append(change)
+            self._wake.set()
         return True
+
+    def _wants(self, change: Change) -> bool:
+        return (
+            isinstance(change, RowChange)
+            and change.kind != "DELETE"
+            and change.table in TABLE_KEYS
+            and change.new.get("chat_id") == str(self.chat_id)
+        )
 
     def fail(self, error: ChangeFeedError) -> None:
         if self._error is None:
@@ -149,7 +186,7 @@ class Subscription:
 
     async def close(self) -> None:
         """Leave the feed (the last subscriber to leave stops the decoding). Idempotent."""
-        await asyncio.shield(self._feed.unsubscribe(self))
+        await asyncio.shield(self._feed.detach(self))
 
     async def __aenter__(self) -> Subscription:
         return self
@@ -159,7 +196,7 @@ class Subscription:
 
 
 class ChangeFeed:
-    """One decoder per app process, shared by every subscriber: it runs while anyone listens.
+    """One decoder per app process, shared by every listener: it runs while anyone listens.
 
     `database_url` is where the slot is made (a direct connection: a transaction pooler cannot
     hold a slot's session); `pool` runs the subscribers' RLS checks.
@@ -178,11 +215,15 @@ class ChangeFeed:
         self.slot: str | None = None
         self._database_url = database_url
         self._poll_interval_s = poll_interval_s
-        self._subscribers: set[Subscription] = set()
+        self.publications: list[str] = []
+        self._listeners: set[FeedListener] = set()
         self._lock = asyncio.Lock()
         self._conn: Conn | None = None
         self._task: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._listen_conn: Conn | None = None
+        self._listen_task: asyncio.Task[None] | None = None
 
     async def subscribe(
         self, claims: dict[str, Any], chat_id: ChatId, *, max_pending: int | None = None
@@ -194,29 +235,35 @@ class ChangeFeed:
         the server cannot decode logically."""
         async with user_transaction(self.pool, claims) as conn:
             await require_chat(conn, chat_id)
+        limit = self.max_pending if max_pending is None else max_pending
+        subscription = Subscription(self, claims, chat_id, limit)
+        await self.attach(subscription)
+        return subscription
+
+    async def attach(self, listener: FeedListener) -> None:
+        """Hand `listener` every batch decoded from now on (the first listener starts the
+        decoding). Raises ChangeFeedUnavailable when the server cannot decode logically."""
         async with self._lock:
             if self._task is not None and self._task.done():
                 await self._stop()  # the decoder died: start afresh
             if self._task is None:
                 await self._start()
-            limit = self.max_pending if max_pending is None else max_pending
-            subscription = Subscription(self, claims, chat_id, limit)
-            self._subscribers.add(subscription)
-        return subscription
+            self._listeners.add(listener)
 
-    async def unsubscribe(self, subscription: Subscription) -> None:
+    async def detach(self, listener: FeedListener) -> None:
+        """The last listener to leave stops the decoding. Idempotent."""
         async with self._lock:
-            self._subscribers.discard(subscription)
-            if not self._subscribers:
+            self._listeners.discard(listener)
+            if not self._listeners:
                 await self._stop()
 
     async def close(self) -> None:
-        """End every subscription and release the slot. Idempotent; a later subscriber starts
-        the feed again."""
+        """Fail every listener and release the slot. Idempotent; a later listener starts the
+        feed again."""
         async with self._lock:
-            for subscription in self._subscribers:
-                subscription.fail(ChangeFeedClosed("The server is shutting down."))
-            self._subscribers.clear()
+            for listener in self._listeners:
+                listener.fail(ChangeFeedClosed("The server is shutting down."))
+            self._listeners.clear()
             await self._stop()
 
     async def _start(self) -> None:
@@ -224,17 +271,49 @@ class ChangeFeed:
         slot = f"handoff_dev_{uuid.uuid4().hex[:16]}"
         try:
             await create_slot(conn, slot)
+            names = [PUBLICATION, MESSAGES_PUBLICATION]
+            rows = await (await conn.execute(PUBLICATIONS_SQL, (names,))).fetchall()
         except BaseException:
             await conn.close()
             raise
+        self.publications = [r["pubname"] for r in rows]
         self._conn, self.slot = conn, slot
         self._stopping = asyncio.Event()
-        self._task = asyncio.create_task(self._poll(conn, slot, Decoder(), self._stopping))
+        if MESSAGES_PUBLICATION in self.publications:
+            await self._start_listening()
+        decoder = Decoder()
+        self._task = asyncio.create_task(self._poll(conn, slot, decoder, self._stopping))
         logger.info("change feed started", extra={"slot": slot})
+
+    async def _start_listening(self) -> None:
+        """Poll at once when realtime.send's notification says a broadcast committed. Best
+        effort: without it the feed still polls."""
+        try:
+            conn = await connect(self._database_url)
+            await conn.execute(LISTEN_SQL)
+        except psycopg.Error:
+            logger.warning("change feed polls only: cannot listen", exc_info=True)
+            return
+        self._listen_conn = conn
+        self._listen_task = asyncio.create_task(self._listen(conn))
+
+    async def _listen(self, conn: Conn) -> None:
+        try:
+            async for _ in conn.notifies():
+                self._wake.set()
+        except psycopg.Error:
+            logger.warning("change feed polls only: its listening connection failed")
 
     async def _stop(self) -> None:
         task, conn, slot = self._task, self._conn, self.slot
         self._task, self._conn, self.slot = None, None, None
+        listen_task, listen_conn = self._listen_task, self._listen_conn
+        self._listen_task, self._listen_conn = None, None
+        if listen_task is not None:
+            listen_task.cancel()
+            await asyncio.wait({listen_task})
+        if listen_conn is not None:
+            await listen_conn.close()
         if task is not None:
             self._stopping.set()
             await asyncio.wait({task})
@@ -246,30 +325,38 @@ class ChangeFeed:
             logger.info("change feed stopped", extra={"slot": slot})
 
     async def _poll(self, conn: Conn, slot: str, decoder: Decoder, stopping: asyncio.Event) -> None:
+        publications = ",".join(self.publications)
         try:
             while not stopping.is_set():
-                cursor = await conn.execute(CHANGES_SQL, (slot, PUBLICATION))
+                self._wake.clear()
+                cursor = await conn.execute(CHANGES_SQL, (slot, publications))
                 rows = await cursor.fetchall()
                 if rows:
                     self._dispatch(decoder.decode(bytes(r["data"]) for r in rows))
-                with suppress(TimeoutError):
-                    async with asyncio.timeout(self._poll_interval_s):
-                        await stopping.wait()
+                await self._until_next_poll(stopping)
         except Exception:
-            # A lost connection, bytes the parser refuses: subscribers must learn they may have
+            # A lost connection, bytes the parser refuses: listeners must learn they may have
             # missed changes rather than wait for ever.
             logger.exception("change feed failed", extra={"slot": slot})
-            for subscription in self._subscribers:
-                subscription.fail(ChangeFeedLost("The change feed stopped; reload the chat."))
-            self._subscribers.clear()
+            for listener in self._listeners:
+                listener.fail(ChangeFeedLost("The change feed stopped; reload the chat."))
+            self._listeners.clear()
+
+    async def _until_next_poll(self, stopping: asyncio.Event) -> None:
+        """The poll interval, or less: until a broadcast's notification, or the stop."""
+        wake = asyncio.ensure_future(self._wake.wait())
+        stop = asyncio.ensure_future(stopping.wait())
+        try:
+            await asyncio.wait(
+                {wake, stop}, timeout=self._poll_interval_s, return_when="FIRST_COMPLETED"
+            )
+        finally:
+            wake.cancel()
+            stop.cancel()
 
     def _dispatch(self, changes: list[Change]) -> None:
-        for change in changes:
-            if not isinstance(change, RowChange) or change.kind == "DELETE":
-                continue
-            if change.table not in TABLE_KEYS:
-                continue
-            chat_id = change.new.get("chat_id")
-            for subscription in list(self._subscribers):
-                if str(subscription.chat_id) == chat_id and not subscription.offer(change):
-                    self._subscribers.discard(subscription)
+        if not changes:
+            return
+        for listener in list(self._listeners):
+            if not listener.offer(changes):
+                self._listeners.discard(listener)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -73,6 +73,10 @@ class Settings(BaseSettings):
     max_turn_output_tokens: int | None = Field(default=None, gt=0)
     draft_interval_ms: int = Field(default=250, ge=0)
     draft_max_bytes: int = Field(default=2048, gt=0)
+    # How a streaming reply's drafts reach Realtime subscribers (infra/store/drafts.py): `table`,
+    # whole drafts as `message_draft` rows (Postgres Changes), or `broadcast`, what each write
+    # added, sent with realtime.send() on the chat's private channel in the write's transaction.
+    draft_transport: Literal["table", "broadcast"] = "table"
     db_pool_max_size: int = Field(default=10, gt=0)
     # A quick path renews its chat's slot every third of this while it streams; one silent this
     # long is taken for dead (its process stopped mid-stream): its reply ends interrupted and

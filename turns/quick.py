@@ -136,6 +136,7 @@ async def _stream_and_store(
         chat_id=turn.chat_id,
         interval=settings.draft_interval_ms / 1000,
         max_bytes=settings.draft_max_bytes,
+        transport=settings.draft_transport,
         best_effort=True,
     )
     async for text in run.text(graph_input, deadline):

@@ -254,6 +254,7 @@ class Rounds:
             text=prefix,
             interval=settings.draft_interval_ms / 1000,
             max_bytes=settings.draft_max_bytes,
+            transport=settings.draft_transport,
         )
         await writer.start()
         deadline = asyncio.get_running_loop().time() + settings.round_budget_s

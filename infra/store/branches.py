@@ -131,13 +131,17 @@ where id = %(message_id)s
 """
 # A reply still in the background comes with its latest draft (a page loaded mid-round shows
 # it rather than the quick path's text); an ended one with none.
+# (either transport's draft: see infra/store/drafts.py)
 HISTORY_COLUMNS = """
 select m.id, m.role, m.content, m.status, m.parent_message_id, m.metadata, m.created_at,
   d.draft_content, d.seq as draft_seq
 from public.message m
-left join public.message_draft d
-  on d.message_id = m.id
-  and m.status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
+left join lateral (
+  select draft_content, seq from public.message_draft where message_id = m.id
+  union all
+  select draft_content, seq from public.broadcast_draft where message_id = m.id
+  order by seq desc limit 1
+) d on m.status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
 where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
 """
 HISTORY_ORDER = "order by m.created_at, m.role desc"

@@ -1,8 +1,22 @@
-"""Throttled whole-draft writes for an assistant message as it streams, quick path or background.
+"""Throttled draft writes for an assistant message as it streams, quick path or background.
 
-Supabase Realtime sends every subscriber one event per committed row change, so the figure to
-keep low is writes per second per message, not bytes: text is coalesced and the whole draft is
-written at most every `interval` seconds, or sooner once `max_bytes` of new text piled up.
+Supabase Realtime sends every subscriber one event per committed write, so the figure to keep
+low is writes per second per message: text is coalesced and written at most every `interval`
+seconds, or sooner once `max_bytes` of new text piled up.
+
+How a write reaches subscribers is the transport (DRAFT_TRANSPORT):
+
+- `table`: the whole draft so far, as the reply's `message_draft` row, which Realtime sends as
+  Postgres Changes (the row's RLS checked for every subscriber and every change).
+- `broadcast`: the reply's `broadcast_draft` row (unlogged: no WAL) keeps the whole draft for the
+  history, a cancel and a lease's end, and the same transaction sends what the write added with
+  realtime.send() on the chat's private channel (`chat:<chat id>`), so a subscriber sees only
+  committed drafts. Each broadcast's payload is `{messageId, seq, after, text}`: `text` follows
+  the draft of seq `after`, or, with `after` null, is the whole draft (a writer's first write, or
+  one that does not continue the stored draft).
+
+Either way a draft never goes backwards (seq and length guards), and a reply that ended gets no
+new draft: its final state is in `message`.
 """
 
 from __future__ import annotations
@@ -11,6 +25,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Literal
+from uuid import UUID
 
 from infra import telemetry
 from infra.db import Conn, Pool
@@ -18,12 +34,29 @@ from infra.store.ids import ChatId, MessageId
 
 logger = logging.getLogger(__name__)
 
-CURRENT_SEQ_SQL = """
+DraftTransport = Literal["table", "broadcast"]
+# The Realtime event of a broadcast draft, on the chat's private channel.
+DRAFT_EVENT = "draft"
+
+# Where the writer continues from, per transport.
+CURRENT_SEQ_SQL = {
+    "table": """
 select seq, extract(epoch from clock_timestamp() - updated_at)::float8 as age
 from public.message_draft where message_id = %s
+""",
+    "broadcast": """
+select seq, extract(epoch from clock_timestamp() - updated_at)::float8 as age
+from public.broadcast_draft where message_id = %s
+""",
+}
+# What reads a reply's draft reads both tables and takes the higher seq (a deployment that changed
+# DRAFT_TRANSPORT while a reply streamed has both): the history (infra/store/branches.py), a
+# cancel (messages.py) and a quick path that died (jobs.py). A reply that ended has its final
+# content: its draft goes, from both.
+DELETE_DRAFT_SQL = """
+with table_draft as (delete from public.message_draft where message_id = %(message_id)s)
+delete from public.broadcast_draft where message_id = %(message_id)s
 """
-# A reply that ended has its final content: its draft goes.
-DELETE_DRAFT_SQL = "delete from public.message_draft where message_id = %s"
 # The seq guard makes an older write (say, from an attempt that lost its lease) a no-op, the
 # length guard one that would show less than is shown (a round run again, or two attempts of it
 # at once, start again from the text before the round): a draft never goes backwards. A message
@@ -40,6 +73,44 @@ set draft_content = excluded.draft_content, seq = excluded.seq, updated_at = exc
 where public.message_draft.seq < excluded.seq
   and length(public.message_draft.draft_content) <= length(excluded.draft_content)
 """
+# The same write and guards on the unlogged row, then, only if it landed, the broadcast: what the
+# write added to the draft it continues (read before the write, in the statement's snapshot),
+# else the whole draft.
+BROADCAST_DRAFT_SQL = """
+with previous as (
+  select draft_content, seq from public.broadcast_draft where message_id = %(message_id)s
+), written as (
+  insert into public.broadcast_draft (message_id, chat_id, draft_content, seq, updated_at)
+  select %(message_id)s, %(chat_id)s, %(text)s, %(seq)s, now()
+  where exists (
+    select 1 from public.message
+    where id = %(message_id)s and status in ('queued', 'streaming')
+  )
+  on conflict (message_id) do update
+  set draft_content = excluded.draft_content, seq = excluded.seq, updated_at = excluded.updated_at
+  where public.broadcast_draft.seq < excluded.seq
+    and length(public.broadcast_draft.draft_content) <= length(excluded.draft_content)
+  returning seq
+), continued as (
+  select seq as after, length(draft_content) as shown
+  from previous where starts_with(%(text)s, draft_content)
+)
+select realtime.send(
+  jsonb_build_object(
+    'messageId', %(message_id)s::text,
+    'seq', written.seq,
+    'after', continued.after,
+    'text', substr(%(text)s, coalesce(continued.shown, 0) + 1)
+  ),
+  %(event)s, %(topic)s, true
+)
+from written left join continued on true
+"""
+
+
+def chat_topic(chat_id: UUID) -> str:
+    """The chat's Realtime channel (private: its owner may join it, RLS on realtime.messages)."""
+    return f"chat:{chat_id}"
 
 
 class DraftWriter:
@@ -54,10 +125,12 @@ class DraftWriter:
         max_bytes: int = 2048,
         clock: Callable[[], float] = time.monotonic,
         best_effort: bool = False,
+        transport: DraftTransport = "table",
     ) -> None:
         """`best_effort`: a failed write is logged and skipped instead of raised (the quick path,
         whose client already has the text: a draft must not cost it its answer)."""
         self._pool = pool
+        self._transport = transport
         self._message_id = message_id
         self._chat_id = chat_id
         self._text = text
@@ -83,7 +156,8 @@ class DraftWriter:
         """Continue from the stored draft: after its seq, so a retried round never writes behind
         an older one, and its interval after its last write, whichever writer made it."""
         async with self._pool.connection() as conn:
-            row = await (await conn.execute(CURRENT_SEQ_SQL, (self._message_id,))).fetchone()
+            query = CURRENT_SEQ_SQL[self._transport]
+            row = await (await conn.execute(query, (self._message_id,))).fetchone()
         if row is not None:
             self._seq = int(row["seq"])
             self._last_write = self._clock() - max(0.0, row["age"])
@@ -153,12 +227,16 @@ class DraftWriter:
             "text": text,
             "seq": self._seq,
         }
+        query = UPSERT_DRAFT_SQL
+        if self._transport == "broadcast":
+            query = BROADCAST_DRAFT_SQL
+            params |= {"event": DRAFT_EVENT, "topic": chat_topic(self._chat_id)}
         try:
             with telemetry.tracer.start_as_current_span(
                 "draft write", attributes={"handoff.draft.seq": self._seq}
             ):
                 async with self._pool.connection() as conn:
-                    await conn.execute(UPSERT_DRAFT_SQL, params)
+                    await conn.execute(query, params)
         except Exception:
             if not self._best_effort:
                 raise
@@ -171,4 +249,4 @@ class DraftWriter:
 
 
 async def delete_draft(conn: Conn, message_id: MessageId) -> None:
-    await conn.execute(DELETE_DRAFT_SQL, (message_id,))
+    await conn.execute(DELETE_DRAFT_SQL, {"message_id": message_id})

@@ -88,7 +88,11 @@ with expired as (
 ), replies as (
   update public.message m
   set content = concat_ws(E'\n\n', nullif(coalesce(
-        (select d.draft_content from public.message_draft d where d.message_id = m.id),
+        (select d.draft_content from (
+          select draft_content, seq from public.message_draft where message_id = m.id
+          union all
+          select draft_content, seq from public.broadcast_draft where message_id = m.id
+        ) d order by d.seq desc limit 1),
         m.content), ''), %(note)s::text),
       status = 'error', updated_at = now()
   from expired
@@ -96,6 +100,8 @@ with expired as (
   returning m.id
 ), drafts as (
   delete from public.message_draft d using replies where d.message_id = replies.id
+), broadcast_drafts as (
+  delete from public.broadcast_draft d using replies where d.message_id = replies.id
 )
 select count(*) as expired from expired
 """

@@ -140,10 +140,16 @@ update public.message set content = %s, status = 'error', updated_at = now()
 where id = %s and status <> 'completed'
 """
 # The message keeps what the user saw: its latest draft, else the text the quick path streamed.
+# (either transport's: see infra/store/drafts.py)
 CANCEL_SQL = """
 update public.message m
 set content = coalesce(
-      (select d.draft_content from public.message_draft d where d.message_id = m.id), m.content),
+      (select d.draft_content from (
+        select draft_content, seq from public.message_draft where message_id = m.id
+        union all
+        select draft_content, seq from public.broadcast_draft where message_id = m.id
+      ) d order by d.seq desc limit 1),
+      m.content),
     status = 'canceled', updated_at = now()
 where m.id = %s
   and m.status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')

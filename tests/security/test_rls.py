@@ -25,12 +25,19 @@ from psycopg import sql
 from tests.databases import fresh_database
 from tests.support import create_user_with_chat
 
-Table = Literal["chat", "message", "message_draft", "job_runs", "reply_usage"]
+Table = Literal["chat", "message", "message_draft", "broadcast_draft", "job_runs", "reply_usage"]
 Operation = Literal["select", "insert", "update", "delete"]
 Actor = Literal["owner", "other_user", "anon"]
 Grants = Literal["our_grants", "supabase_grants"]
 
-TABLES: tuple[Table, ...] = ("chat", "message", "message_draft", "job_runs", "reply_usage")
+TABLES: tuple[Table, ...] = (
+    "chat",
+    "message",
+    "message_draft",
+    "broadcast_draft",
+    "job_runs",
+    "reply_usage",
+)
 OPERATIONS: tuple[Operation, ...] = ("select", "insert", "update", "delete")
 ACTORS: tuple[Actor, ...] = ("owner", "other_user", "anon")
 GRANTS: tuple[Grants, ...] = ("our_grants", "supabase_grants")
@@ -50,6 +57,7 @@ select json_build_object(
   'chat', (select json_agg(t order by t.id) from public.chat t),
   'message', (select json_agg(t order by t.id) from public.message t),
   'message_draft', (select json_agg(t order by t.message_id) from public.message_draft t),
+  'broadcast_draft', (select json_agg(t order by t.message_id) from public.broadcast_draft t),
   'job_runs', (select json_agg(t order by t.id) from public.job_runs t),
   'reply_usage', (select json_agg(t order by t.message_id) from public.reply_usage t)
 ) as tables
@@ -58,6 +66,7 @@ CHAT_COLUMN: dict[Table, str] = {
     "chat": "id",
     "message": "chat_id",
     "message_draft": "chat_id",
+    "broadcast_draft": "chat_id",
     "job_runs": "chat_id",
     "reply_usage": "chat_id",
 }
@@ -81,6 +90,15 @@ WRITE_SQL: dict[tuple[Table, Operation], str] = {
         " where chat_id = %(chat)s"
     ),
     ("message_draft", "delete"): "delete from public.message_draft where chat_id = %(chat)s",
+    ("broadcast_draft", "insert"): (
+        "insert into public.broadcast_draft (message_id, chat_id, draft_content)"
+        " values (%(user_message)s, %(chat)s, 'planted')"
+    ),
+    ("broadcast_draft", "update"): (
+        "update public.broadcast_draft set draft_content = 'changed', seq = seq + 1"
+        " where chat_id = %(chat)s"
+    ),
+    ("broadcast_draft", "delete"): "delete from public.broadcast_draft where chat_id = %(chat)s",
     ("job_runs", "insert"): (
         "insert into public.job_runs"
         " (chat_id, root_message_id, status, event_name, idempotency_key, payload)"
@@ -129,6 +147,9 @@ values (%s, %s, %s, %s, %s, %s)
 """
 SEED_DRAFT_SQL = """
 insert into public.message_draft (message_id, chat_id, draft_content, seq) values (%s, %s, 'd', 1)
+"""
+SEED_BROADCAST_DRAFT_SQL = """
+insert into public.broadcast_draft (message_id, chat_id, draft_content, seq) values (%s, %s, 'd', 1)
 """
 SEED_JOB_SQL = """
 insert into public.job_runs (chat_id, root_message_id, event_name, idempotency_key, payload)
@@ -187,6 +208,7 @@ async def seed_chat_rows(database_url: str) -> ChatRows:
         )
         await conn.execute(SEED_MESSAGE_SQL, (reply_id, chat_id, "assistant", "", "queued", None))
         await conn.execute(SEED_DRAFT_SQL, (reply_id, chat_id))
+        await conn.execute(SEED_BROADCAST_DRAFT_SQL, (reply_id, chat_id))
         await conn.execute(SEED_JOB_SQL, (chat_id, reply_id, str(uuid.uuid4())))
         await conn.execute(SEED_USAGE_SQL, (reply_id, user_id, chat_id))
     return ChatRows(user_id, chat_id, user_message_id, reply_id)
@@ -315,7 +337,9 @@ async def test_every_table_the_api_roles_can_reach_has_row_level_security(
         rows = await (await conn.execute(REACHABLE_SQL, {"role": role})).fetchall()
     reachable = {name: rls for name, rls in rows}
     assert all(reachable.values()), reachable
-    assert {name.split(".")[0] for name in reachable} <= {"public"}, reachable
+    # Besides ours, Supabase's realtime.messages: Realtime asks its policies who may join a
+    # private channel (below).
+    assert {n for n in reachable if not n.startswith("public.")} <= {"realtime.messages"}, reachable
     if role == "authenticated" or grants == "supabase_grants":
         # Not vacuous: the chat tables are reachable, and guarded.
         assert {f"public.{t}" for t in TABLES} <= set(reachable), reachable
@@ -343,3 +367,49 @@ async def test_a_message_hangs_only_under_a_message_of_its_own_chat(
         missing = {**params, "parent": uuid.uuid4()}
         with pytest.raises(psycopg.errors.ForeignKeyViolation):
             await attempt(world, "owner", "supabase_grants", statement, missing)
+
+
+# Realtime's read check for a private channel: it inserts a probe row for the topic as itself,
+# then selects it as the user, `realtime.topic()` set to the topic (Realtime.Tenants.Authorization).
+PROBE_SQL = """
+insert into realtime.messages (id, topic, extension, private) values (%s, %s, 'broadcast', true)
+"""
+SET_TOPIC_SQL = "select set_config('realtime.topic', %s, true)"
+READ_PROBE_SQL = "select id from realtime.messages where id = %s"
+SEND_SQL = """
+insert into realtime.messages (topic, extension, payload, event, private)
+values (%s, 'broadcast', '{}', 'draft', true)
+"""
+
+
+@pytest.mark.parametrize("actor", ACTORS)
+async def test_only_a_chats_owner_may_join_its_private_channel(world: World, actor: Actor) -> None:
+    role, claims = claims_for(actor, world)
+    topic = f"chat:{world.owner.chat_id}"
+    probe = uuid.uuid4()
+    async with (
+        await psycopg.AsyncConnection.connect(world.database_url, autocommit=True) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        await conn.execute(PROBE_SQL, (probe, topic))
+        await conn.execute(SET_CLAIMS_SQL, (json.dumps(claims),))
+        await conn.execute(SET_TOPIC_SQL, (topic,))
+        await conn.execute(SET_ROLE_SQL[role])
+        rows = await (await conn.execute(READ_PROBE_SQL, (probe,))).fetchall()
+    assert len(rows) == (1 if actor == "owner" else 0)
+
+
+@pytest.mark.parametrize("actor", ACTORS)
+async def test_nobody_may_send_on_a_chats_private_channel(world: World, actor: Actor) -> None:
+    # (its broadcasts come from the database: the draft writer's realtime.send)
+    role, claims = claims_for(actor, world)
+    topic = f"chat:{world.owner.chat_id}"
+    async with (
+        await psycopg.AsyncConnection.connect(world.database_url, autocommit=True) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        await conn.execute(SET_CLAIMS_SQL, (json.dumps(claims),))
+        await conn.execute(SET_TOPIC_SQL, (topic,))
+        await conn.execute(SET_ROLE_SQL[role])
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            await conn.execute(SEND_SQL, (topic,))

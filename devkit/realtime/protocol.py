@@ -1,0 +1,210 @@
+"""Realtime's websocket frames: Phoenix channel messages in either serializer; no I/O.
+
+`vsn=1.0.0` is Phoenix's V1 JSON serializer (what supabase-py speaks): one JSON object per text
+frame, `{"topic", "event", "payload", "ref"}` (the server never sends `join_ref`). `vsn=2.0.0` is
+Realtime's V2 serializer (supabase-js's default): a text frame is the array `[join_ref, ref,
+topic, event, payload]`; binary frames carry user broadcasts, kind 3 from the client (a
+`broadcast` push) and kind 4 to it, as `RealtimeWeb.Socket.V2Serializer` and realtime-js's
+`serializer.ts` lay them out.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+Frame = str | bytes
+
+PHOENIX = "phoenix"
+REPLY = "phx_reply"
+JOIN = "phx_join"
+LEAVE = "phx_leave"
+CLOSE = "phx_close"
+HEARTBEAT = "heartbeat"
+ACCESS_TOKEN = "access_token"  # noqa: S105 (an event's name)
+BROADCAST = "broadcast"
+PRESENCE = "presence"
+SYSTEM = "system"
+POSTGRES_CHANGES = "postgres_changes"
+
+# Binary frame kinds (V2): a client's user broadcast push, and a user broadcast to a client.
+USER_BROADCAST_PUSH = 3
+USER_BROADCAST = 4
+BINARY_ENCODING, JSON_ENCODING = 0, 1
+
+
+class ProtocolError(ValueError):
+    """A frame this serializer cannot read."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """A Phoenix message either way: a push, a reply (event phx_reply) or a broadcast."""
+
+    topic: str
+    event: str
+    payload: Any
+    ref: str | None = None
+    join_ref: str | None = None
+
+
+def reply(message: Message, status: Literal["ok", "error"], response: Any) -> Message:
+    """The reply to `message`, as Phoenix sends it."""
+    payload = {"status": status, "response": response}
+    return Message(message.topic, REPLY, payload, message.ref, message.join_ref)
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """A broadcast as a channel's subscribers receive it.
+
+    `user`: a user broadcast (Broadcast from Database, or a V2 client's binary push) whose
+    payload is JSON text, sent to V2 clients as a binary frame and to V1 clients as the JSON
+    map `{"event", "payload", "type": "broadcast", "meta"}`. Otherwise the map a V1 client sent,
+    `{"type": "broadcast", "event", "payload"}`, passed on as it came.
+    """
+
+    event: str
+    payload: Any
+    meta: dict[str, Any] | None = None
+    user: bool = False
+    # Encoded frames per (serializer, topic): encoded once, however many subscribers.
+    frames: dict[tuple[str, str], Frame] = field(default_factory=dict, compare=False)
+
+    def as_map(self) -> dict[str, Any]:
+        if not self.user:
+            return dict(self.payload)
+        out: dict[str, Any] = {"event": self.event, "payload": self.payload, "type": BROADCAST}
+        if self.meta:
+            out["meta"] = self.meta
+        return out
+
+
+class Serializer(Protocol):
+    vsn: str
+
+    def decode(self, data: Frame) -> Message: ...
+
+    def encode(self, message: Message) -> Frame: ...
+
+    def broadcast(self, topic: str, broadcast: Broadcast) -> Frame: ...
+
+    def postgres_change(self, topic: str, ids: list[int], data_json: str) -> Frame: ...
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class V1Serializer:
+    vsn = "1.0.0"
+
+    def decode(self, data: Frame) -> Message:
+        if isinstance(data, bytes):
+            raise ProtocolError("V1 takes text frames only")
+        try:
+            raw = json.loads(data)
+        except ValueError as error:
+            raise ProtocolError(f"not JSON: {error}") from error
+        if not isinstance(raw, dict) or not isinstance(raw.get("topic"), str):
+            raise ProtocolError("V1 expects a map with a topic")
+        if not isinstance(raw.get("event"), str):
+            raise ProtocolError("V1 expects a map with an event")
+        return Message(
+            raw["topic"], raw["event"], raw.get("payload"), _ref(raw.get("ref")),
+            _ref(raw.get("join_ref")),
+        )  # fmt: skip
+
+    def encode(self, message: Message) -> Frame:
+        return _dumps(
+            {
+                "topic": message.topic,
+                "event": message.event,
+                "payload": message.payload,
+                "ref": message.ref,
+            }
+        )
+
+    def broadcast(self, topic: str, broadcast: Broadcast) -> Frame:
+        return self.encode(Message(topic, BROADCAST, broadcast.as_map()))
+
+    def postgres_change(self, topic: str, ids: list[int], data_json: str) -> Frame:
+        return (
+            f'{{"topic":{_dumps(topic)},"event":"postgres_changes",'
+            f'"payload":{{"ids":{_dumps(ids)},"data":{data_json}}},"ref":null}}'
+        )
+
+
+class V2Serializer:
+    vsn = "2.0.0"
+
+    def decode(self, data: Frame) -> Message:
+        if isinstance(data, bytes):
+            return self._decode_binary(data)
+        try:
+            raw = json.loads(data)
+        except ValueError as error:
+            raise ProtocolError(f"not JSON: {error}") from error
+        if not isinstance(raw, list) or len(raw) < 5:
+            raise ProtocolError("expected V2 array")
+        join_ref, ref, topic, event, payload = raw[:5]
+        if not isinstance(topic, str) or not isinstance(event, str):
+            raise ProtocolError("expected V2 array")
+        return Message(topic, event, payload, _ref(ref), _ref(join_ref))
+
+    def _decode_binary(self, data: bytes) -> Message:
+        if not data or data[0] != USER_BROADCAST_PUSH or len(data) < 7:
+            raise ProtocolError("the only binary frame a client may send is a user broadcast push")
+        sizes = struct.unpack_from("!6B", data, 1)
+        join_ref_size, ref_size, topic_size, event_size, meta_size, encoding = sizes
+        at = 7
+        parts = []
+        for size in (join_ref_size, ref_size, topic_size, event_size, meta_size):
+            if at + size > len(data):
+                raise ProtocolError("binary frame shorter than its header says")
+            parts.append(data[at : at + size].decode())
+            at += size
+        join_ref, ref, topic, event, meta = parts
+        body = data[at:]
+        if encoding != JSON_ENCODING:
+            raise ProtocolError("binary broadcast payloads are not supported here")
+        try:
+            payload = json.loads(body.decode()) if body else {}
+            metadata = json.loads(meta) if meta else None
+        except ValueError as error:
+            raise ProtocolError(f"broadcast payload is not JSON: {error}") from error
+        user = Broadcast(event, payload, metadata, user=True)
+        return Message(topic, BROADCAST, user, ref or None, join_ref or None)
+
+    def encode(self, message: Message) -> Frame:
+        return _dumps(
+            [message.join_ref, message.ref, message.topic, message.event, message.payload]
+        )
+
+    def broadcast(self, topic: str, broadcast: Broadcast) -> Frame:
+        if not broadcast.user:
+            return self.encode(Message(topic, BROADCAST, broadcast.as_map()))
+        head = [topic.encode(), broadcast.event.encode()]
+        meta = _dumps(broadcast.meta).encode() if broadcast.meta else b""
+        for part, name in ((head[0], "topic"), (head[1], "event"), (meta, "metadata")):
+            if len(part) > 255:
+                raise ProtocolError(f"{name} longer than 255 bytes")
+        header = struct.pack("!5B", USER_BROADCAST, len(head[0]), len(head[1]), len(meta), 1)
+        return header + head[0] + head[1] + meta + _dumps(broadcast.payload).encode()
+
+    def postgres_change(self, topic: str, ids: list[int], data_json: str) -> Frame:
+        return (
+            f'[null,null,{_dumps(topic)},"postgres_changes",'
+            f'{{"ids":{_dumps(ids)},"data":{data_json}}}]'
+        )
+
+
+SERIALIZERS: dict[str, Serializer] = {"1.0.0": V1Serializer(), "2.0.0": V2Serializer()}
+
+
+def _ref(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value if isinstance(value, str) else str(value)
