@@ -28,12 +28,14 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 @dataclass(frozen=True)
 class DevSession:
-    """The demo user the page and `handoff chat` act as; `mint` signs a fresh token."""
+    """The demo user the page and `handoff chat` act as; `mint` signs a fresh token. `anon_key`:
+    the project's anon key, which supabase-js and supabase-py connect to Realtime with."""
 
     user_id: UUID
     email: str
     chat_id: UUID
     mint: Callable[[], str]
+    anon_key: str
 
 
 class SessionBody(BaseModel):
@@ -43,6 +45,7 @@ class SessionBody(BaseModel):
     user_id: UUID
     email: str
     chat_id: UUID
+    anon_key: str
 
 
 def _is_loopback(address: str) -> bool:
@@ -94,6 +97,7 @@ def install_dev_routes(
             user_id=session.user_id,
             email=session.email,
             chat_id=session.chat_id,
+            anon_key=session.anon_key,
         )
 
     app.include_router(router)
