@@ -1,8 +1,9 @@
-"""What `handoff dev` serves besides the app: the chat page, its session, the change feed, the
-replies' timelines.
+"""What `handoff dev` serves besides the app: the chat page (with supabase-js, vendored), its
+session (the demo user's token and the dev project's anon key), the SSE fallback of the change
+feed, the replies' timelines.
 
 None of this is deployed: on Supabase the page signs in with supabase-js and subscribes to
-Realtime, which the change feed stands in for.
+Realtime, as it subscribes here to the dev server's Realtime endpoint.
 """
 
 from __future__ import annotations
