@@ -1,7 +1,8 @@
 """GET /api/dev/chat/{chatId}/changes: Realtime's `postgres_changes` for development, over SSE.
 
-On Supabase the chat page subscribes to Realtime; locally there is none, so `handoff dev`
-mounts this route, fed by logical decoding of the same publication (devkit/change_feed.py).
+A fallback for clients without a websocket (`curl -N`): the chat page and `handoff chat` follow
+changes through the dev server's Realtime endpoint (devkit/realtime/), with supabase-js and
+supabase-py. Both are fed by logical decoding of the same publication (devkit/change_feed.py).
 
 Wire format, events in order:
 

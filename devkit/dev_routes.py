@@ -1,8 +1,9 @@
-"""What `handoff dev` serves besides the app: the chat page, its session, the change feed, the
-replies' timelines.
+"""What `handoff dev` serves besides the app: the chat page (with supabase-js, vendored), its
+session (the demo user's token and the dev project's anon key), the SSE fallback of the change
+feed, the replies' timelines.
 
 None of this is deployed: on Supabase the page signs in with supabase-js and subscribes to
-Realtime, which the change feed stands in for.
+Realtime, as it subscribes here to the dev server's Realtime endpoint.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 @dataclass(frozen=True)
 class DevSession:
-    """The demo user the page and `handoff chat` act as; `mint` signs a fresh token."""
+    """The demo user the page and `handoff chat` act as; `mint` signs a fresh token. `anon_key`:
+    the project's anon key, which supabase-js and supabase-py connect to Realtime with."""
 
     user_id: UUID
     email: str
     chat_id: UUID
     mint: Callable[[], str]
+    anon_key: str
 
 
 class SessionBody(BaseModel):
@@ -43,6 +46,7 @@ class SessionBody(BaseModel):
     user_id: UUID
     email: str
     chat_id: UUID
+    anon_key: str
 
 
 def _is_loopback(address: str) -> bool:
@@ -94,6 +98,7 @@ def install_dev_routes(
             user_id=session.user_id,
             email=session.email,
             chat_id=session.chat_id,
+            anon_key=session.anon_key,
         )
 
     app.include_router(router)

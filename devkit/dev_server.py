@@ -42,6 +42,7 @@ DEMO_USER_ID = UserId(uuid.UUID("00000000-0000-4000-8000-00000000d3e0"))
 DEMO_CHAT_ID = ChatId(uuid.UUID("00000000-0000-4000-8000-00000000c4a7"))
 DEMO_EMAIL = "demo@handoff.local"
 DEV_TOKEN_TTL_SECONDS = 24 * 3600
+ANON_KEY_ISSUED = 1_767_225_600  # 2026-01-01: fixed, so that a secret always signs one key
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LISTEN_BACKLOG = 2048  # uvicorn's
 
@@ -56,6 +57,14 @@ def mint_dev_token(secret: str, user_id: UserId, audience: str) -> str:
         "iat": now,
         "exp": now + DEV_TOKEN_TTL_SECONDS,
     }
+    return jwt.encode(claims, secret, algorithm="HS256")
+
+
+def dev_anon_key(secret: str) -> str:
+    """The project's anon key, as Supabase makes one (a JWT with role `anon`, valid for ten
+    years), signed with the dev server's secret: the same key for as long as the secret lasts."""
+    claims = {"iss": "supabase", "ref": "handoff-dev", "role": "anon", "iat": ANON_KEY_ISSUED}
+    claims["exp"] = ANON_KEY_ISSUED + 10 * 365 * 24 * 3600
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
@@ -205,7 +214,8 @@ async def dev_server(
     def mint() -> str:
         return mint_dev_token(secret, DEMO_USER_ID, settings.jwt_audience)
 
-    install_dev_routes(app, DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint), traces)
+    session = DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint, dev_anon_key(secret))
+    install_dev_routes(app, session, traces)
     origin = socket_origin(app_sock)
     token = mint()
     if intake_sock is None:

@@ -1,12 +1,16 @@
 """`handoff chat`: one turn in the terminal, against a running `handoff dev`.
 
 Tokens print as they stream; once the turn hands off, a spinner shows the background job's
-progress from the change feed (the page's Realtime stand-in), then the final text prints.
+progress, followed as a frontend follows it: the chat's `message` and `message_draft` rows through
+Supabase Realtime, with supabase-py's client (the dev server speaks Realtime's protocol); then the
+final text prints. Where the server cannot follow the database (no logical decoding), or the
+subscription is lost, it polls the history instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -17,15 +21,20 @@ from uuid import UUID
 
 import httpx
 from httpx_sse import EventSource, aconnect_sse
+from realtime import RealtimePostgresChangesListenEvent, RealtimeSubscribeStates
+from realtime.types import PostgresChangesPayload
+from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from agent.display import display_arguments, visible
 
 FINAL_STATUSES = frozenset({"completed", "error", "canceled"})
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 POLL_S = 0.5  # history polling, when the server cannot decode changes
-# The change feed sends a keepalive every 15 s: a feed silent for longer has lost its server.
-FEED_TIMEOUT = httpx.Timeout(30, read=45)
+SUBSCRIBE_TIMEOUT_S = 15
 CANCEL_TIMEOUT_S = 5
+# Leaving the channel and closing the socket, at the end: a server that stopped answering gets
+# no longer than this.
+LEAVE_TIMEOUT_S = 2
 # Put on the changes queue when they can no longer be read: the server is gone.
 SERVER_GONE: dict[str, Any] = {"table": None}
 
@@ -97,6 +106,8 @@ class Session:
     headers: dict[str, str]
     chat_id: str
     origin: str
+    token: str
+    anon_key: str
 
     @classmethod
     async def open(cls, http: httpx.AsyncClient, chat: UUID | None) -> Session:
@@ -110,7 +121,9 @@ class Session:
             raise ChatFailed(f"{http.base_url} is not a `handoff dev` server")
         body = response.json()
         headers = {"Authorization": f"Bearer {body['token']}"}
-        return cls(http, headers, str(chat or body["chatId"]), str(http.base_url).rstrip("/"))
+        origin = str(http.base_url).rstrip("/")
+        chat_id = str(chat or body["chatId"])
+        return cls(http, headers, chat_id, origin, body["token"], body["anonKey"])
 
     async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         return await self.http.post(path, json=body, headers=self.headers)
@@ -132,42 +145,66 @@ class Session:
 async def message_changes(
     session: Session, screen: Screen
 ) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
-    """Rows of `message` and `message_draft` as they change, from the moment this yields;
-    SERVER_GONE once they cannot be read any more."""
+    """Rows of `message` and `message_draft` as they change, from the moment this yields, each
+    as `{"table", "eventType", "new"}`; SERVER_GONE once they cannot be read any more."""
     queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    subscribed = asyncio.get_running_loop().create_future()
+    ready: asyncio.Future[str | None] = asyncio.get_running_loop().create_future()
     tasks: list[asyncio.Task[None]] = []
+    polling = False
 
-    async def feed() -> None:
-        path = f"/api/dev/chat/{session.chat_id}/changes"
-        try:
-            async with session.events("GET", path, timeout=FEED_TIMEOUT) as source:
-                if source.response.status_code != 200:
-                    await source.response.aread()
-                    subscribed.set_result(error_text(source.response))
-                    return
-                async for sse in source.aiter_sse():
-                    if sse.event == "subscribed":
-                        subscribed.set_result(None)
-                    elif sse.event == "postgres_changes":
-                        queue.put_nowait(sse.json())
-        except Exception as exc:  # a dropped connection, a garbled stream: the feed is gone
-            if not subscribed.done():
-                subscribed.set_exception(server_gone(session.origin))
-                return
-            logger.debug("change feed lost", exc_info=exc)
-        # The feed ended under a subscribed reader (the server stopping, or dropping a reader
-        # that fell behind): the history tells what happens next, or that the server is gone.
-        if subscribed.done():
+    def poll() -> None:
+        nonlocal polling
+        if not polling:
+            polling = True
             tasks.append(asyncio.create_task(_poll_history(session, queue)))
 
-    tasks.append(asyncio.create_task(feed()))
+    def on_change(payload: PostgresChangesPayload) -> None:
+        data: Any = payload["data"]
+        queue.put_nowait({"table": data["table"], "eventType": data["type"], "new": data["record"]})
+
+    def on_system(payload: Any) -> None:
+        # "Subscribed to PostgreSQL": from here on, no change is missed.
+        if payload.extension == "postgres_changes" and not ready.done():
+            ready.set_result(None)
+
+    def on_state(state: RealtimeSubscribeStates, error: Exception | None) -> None:
+        if state == RealtimeSubscribeStates.SUBSCRIBED:
+            return
+        # Refused, or lost (a system error: the server cannot decode changes, or dropped the
+        # channel; or the socket closed): the history tells what happens next, or that the
+        # server is gone.
+        if not ready.done():
+            ready.set_result(_reason(error) or state.value)
+        else:
+            logger.debug("realtime subscription lost: %s", _reason(error) or state.value)
+            poll()
+
+    # The socket is not reconnected: a lost subscription falls back to polling the history.
+    options = AsyncClientOptions(realtime={"auto_reconnect": False})
+    client = await acreate_client(session.origin, session.anon_key, options)
     try:
-        async with asyncio.timeout(15):
-            problem = await asyncio.shield(subscribed)
+        await client.realtime.set_auth(session.token)  # the user's token: their RLS applies
+        channel = client.channel(f"chat:{session.chat_id}")
+        for table in ("message", "message_draft"):
+            channel.on_postgres_changes(
+                RealtimePostgresChangesListenEvent.All,
+                on_change,
+                table=table,
+                schema="public",
+                filter=f"chat_id=eq.{session.chat_id}",
+            )
+        channel.on_system(on_system)
+        try:
+            async with asyncio.timeout(SUBSCRIBE_TIMEOUT_S):
+                await channel.subscribe(on_state)
+                problem = await asyncio.shield(ready)
+        except (OSError, TimeoutError) as exc:
+            raise server_gone(session.origin) from exc
+        except Exception as exc:  # the handshake refused (websockets' InvalidStatus, …)
+            problem = str(exc)
         if problem is not None:
             screen.line(f"(live progress unavailable: {problem} Polling instead.)")
-            tasks.append(asyncio.create_task(_poll_history(session, queue)))
+            poll()
         yield queue
     finally:
         for task in tasks:
@@ -175,6 +212,30 @@ async def message_changes(
         for task in tasks:
             with suppress(asyncio.CancelledError):
                 await task
+        await _leave(client)
+
+
+def _reason(error: Exception | None) -> str | None:
+    """What Realtime said: a system error's message (supabase-py passes its payload as JSON)."""
+    if error is None:
+        return None
+    try:
+        said = json.loads(str(error))
+    except ValueError:
+        return str(error)
+    if isinstance(said, dict) and isinstance(said.get("message") or said.get("reason"), str):
+        return str(said.get("message") or said.get("reason"))
+    return str(error)
+
+
+async def _leave(client: AsyncClient) -> None:
+    try:
+        async with asyncio.timeout(LEAVE_TIMEOUT_S):
+            await client.remove_all_channels()
+    except Exception as exc:  # a server gone or stopped: nothing to leave
+        logger.debug("realtime leave failed", exc_info=exc)
+        with suppress(Exception):
+            await client.realtime.close()
 
 
 async def _poll_history(session: Session, queue: asyncio.Queue[dict[str, Any]]) -> None:
@@ -353,6 +414,10 @@ async def ask_terminal(question: str) -> bool:
 
 
 def run(origin: str, content: str, chat_id: UUID | None) -> int:
+    # supabase-py's realtime client logs a lost socket as an error; here it is handled (the
+    # history is polled, or the one line says the server went away), so not printed.
+    logging.getLogger("realtime").addHandler(logging.NullHandler())
+    logging.getLogger("realtime").propagate = False
     screen = Screen(sys.stdout, animated=sys.stdout.isatty())
     ask = ask_terminal if sys.stdin.isatty() else None
     try:

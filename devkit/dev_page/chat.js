@@ -2,8 +2,9 @@
 //
 // A turn's first tokens come from POST /api/chat/respond (SSE read with fetch, since
 // EventSource cannot POST). Whatever continues in the background arrives as row changes of
-// `message` and `message_draft`, through a channel with supabase-js's `postgres_changes` shape,
-// so that a production frontend swaps `devChannel(...)` for `supabase.channel(...)`.
+// `message` and `message_draft`, through Supabase Realtime with supabase-js (its browser build,
+// vendor/supabase.js, which index.html loads as the `supabase` global), subscribed as the
+// README tells a production frontend to; the dev server speaks Realtime's protocol.
 
 const ASSISTANT_ID = 'default';
 // A reply still being written, by the quick path or in the background.
@@ -69,8 +70,8 @@ async function api(session, path, { method = 'GET', body, signal, renew = true }
 
 // The demo user's token is signed with the dev server's secret, which outlives a restart; a
 // server started with another data directory (or after its token expired) answers 401, and the
-// page asks for a new token once, then tries again. With supabase-js, the client refreshes
-// its session itself.
+// page asks for a new token once, then tries again, and hands it to Realtime. With supabase-js
+// signed in through Supabase Auth, the client refreshes its session itself.
 let renewal = null;
 
 function renewSession(session) {
@@ -80,6 +81,8 @@ function renewSession(session) {
     api(null, '/api/dev/session')
       .then((fresh) => {
         session.token = fresh.token;
+        session.anonKey = fresh.anonKey;
+        onNewToken(session);
       })
       .finally(() => {
         renewal = null;
@@ -128,118 +131,54 @@ function uuid4() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The change feed, shaped like a supabase-js Realtime channel.
+// Realtime, with supabase-js
 //
-// In production the same subscription reads, with supabase-js v2:
+// One client per project key, pointed at this origin: supabase-js derives the websocket URL
+// (/realtime/v1/websocket) from it. The dev server's anon key is signed with its secret, so a
+// server started with another secret is another project: the page makes a new client for it.
 //
-//   supabase.realtime.setAuth(accessToken);
-//   const channel = supabase
-//     .channel(`chat:${chatId}`)
-//     .on('postgres_changes',
-//         { event: '*', schema: 'public', table: 'message', filter: `chat_id=eq.${chatId}` },
-//         onMessage)
-//     .on('postgres_changes',
-//         { event: '*', schema: 'public', table: 'message_draft', filter: `chat_id=eq.${chatId}` },
-//         onDraft)
-//     .subscribe((status, err) => { ... });
-//   ...
-//   supabase.removeChannel(channel);   // or channel.unsubscribe()
-//
-// and `devChannel(session, chatId)` below is the one line to replace.
+// The page is not signed in through Supabase Auth (the dev server hands out the demo user's
+// token), so supabase-js is given the token through `accessToken`: otherwise it would send
+// Realtime the anon key in the user's place at each join and heartbeat, and RLS would show
+// nothing. `setAuth` hands a renewed token to the joined channels at once.
 
-const RECONNECT_MS = [250, 500, 1000, 2000, 4000];
+const realtime = { client: null, key: null };
 
-function matchesFilter(filter, row) {
-  if (!filter) return true;
-  const match = /^([a-z_]+)=eq\.(.*)$/.exec(filter);
-  if (!match) return true;
-  return row && String(row[match[1]]) === match[2];
+function supabaseClient(session) {
+  if (realtime.client && realtime.key === session.anonKey) return realtime.client;
+  const previous = realtime.client;
+  realtime.client = window.supabase.createClient(window.location.origin, session.anonKey, {
+    accessToken: async () => session.token,
+  });
+  realtime.key = session.anonKey;
+  previous?.removeAllChannels().finally(() => previous.realtime.disconnect());
+  return realtime.client;
 }
 
-export function devChannel(session, chatId) {
-  const bindings = [];
-  const controller = new AbortController();
-  let closed = false;
-  let attempt = 0;
-
-  const channel = {
-    on(type, filter, callback) {
-      if (type !== 'postgres_changes') throw new Error(`unsupported channel event ${type}`);
-      bindings.push({ filter, callback });
-      return channel;
-    },
-    subscribe(callback = () => {}) {
-      connect(callback);
-      return channel;
-    },
-    unsubscribe() {
-      closed = true;
-      controller.abort();
-      return Promise.resolve('ok');
-    },
-  };
-
-  function dispatch(payload) {
-    for (const { filter, callback } of bindings) {
-      if (filter.schema && filter.schema !== payload.schema) continue;
-      if (filter.table && filter.table !== payload.table) continue;
-      if (filter.event && filter.event !== '*' && filter.event !== payload.eventType) continue;
-      const row = payload.eventType === 'DELETE' ? payload.old : payload.new;
-      if (!matchesFilter(filter.filter, row)) continue;
-      callback(payload);
-    }
+// A renewed token: to the channels, or, for a new project key, a new client and subscription.
+function onNewToken(session) {
+  if (!realtime.client || !state.chatId) return;
+  if (realtime.key !== session.anonKey) {
+    resubscribe();
+    return;
   }
+  realtime.client.realtime.setAuth(session.token).catch(() => {});
+}
 
-  async function connect(callback) {
-    let renewed = false;
-    while (!closed) {
-      try {
-        const response = await fetch(`/api/dev/chat/${encodeURIComponent(chatId)}/changes`, {
-          headers: { Authorization: `Bearer ${session.token}`, Accept: 'text/event-stream' },
-          signal: controller.signal,
-          cache: 'no-store',
-        });
-        if (response.status === 401 && !renewed) {
-          // A token the server no longer takes: ask for a new one, once, and rejoin at once.
-          await errorOf(response);
-          renewed = true;
-          await renewSession(session);
-          continue;
-        }
-        if (!response.ok) {
-          const error = await errorOf(response);
-          callback('CHANNEL_ERROR', error);
-          // A server that cannot decode changes will not learn to: stop, as supabase-js does
-          // for a rejected subscription. Other failures are retried below.
-          if (error.status < 500 || error.code === 'change_feed_unavailable') return;
-        } else {
-          let ended = new RequestError(0, 'closed', 'The change feed closed.');
-          await readSse(response, (event, data) => {
-            if (event === 'subscribed') {
-              attempt = 0;
-              renewed = false;
-              callback('SUBSCRIBED');
-            } else if (event === 'postgres_changes') {
-              dispatch(data);
-            } else if (event === 'error') {
-              // The feed dropped this stream (it fell behind, or lost its slot): rejoin.
-              ended = new RequestError(0, data.code, data.message);
-            }
-          });
-          if (closed) return;
-          callback('CHANNEL_ERROR', ended);
-        }
-      } catch (error) {
-        if (closed || error.name === 'AbortError') return;
-        callback('CHANNEL_ERROR', new RequestError(0, 'network', 'The change feed was lost.'));
-      }
-      const wait = RECONNECT_MS[Math.min(attempt, RECONNECT_MS.length - 1)];
-      attempt += 1;
-      await new Promise((resolve) => setTimeout(resolve, wait));
-    }
-  }
+function resubscribe() {
+  state.channel = subscribe(state.chatId, state.generation, unsubscribe(state.channel));
+}
 
-  return channel;
+// Leaves the subscription's channel; resolves once it is left (supabase-js hands out the
+// channel of a topic it still holds, so a new one waits for that).
+function unsubscribe(subscription) {
+  if (!subscription) return Promise.resolve();
+  subscription.left =
+    subscription.left ||
+    subscription.joining
+      .then((channel) => channel && subscription.client.removeChannel(channel))
+      .catch(() => {});
+  return subscription.left;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -249,8 +188,11 @@ const state = {
   session: null,
   chats: [],
   chatId: null,
+  // This chat's subscription: { client, channel }.
   channel: null,
   feedUp: false,
+  // Realtime cannot follow this database (no logical decoding): no rejoining.
+  feedOff: false,
   // This chat's messages, in display order, by id.
   messages: new Map(),
   // Drafts that arrived before their message row.
@@ -884,40 +826,117 @@ function applyChange(payload, render = true) {
   else if (payload.table === 'message') renderAll();
 }
 
-function subscribe(chatId, generation) {
+// A draft whose seq skips one of the message's means changes were missed (a dropped frame, a
+// subscriber Realtime cut off): the history has them all.
+let catchingUp = false;
+
+function catchUp(generation) {
+  if (catchingUp || state.buffered || generation !== state.generation) return;
+  catchingUp = true;
+  state.buffered = [];
+  loadHistory(generation)
+    .catch(reportLoadError)
+    .finally(() => {
+      catchingUp = false;
+    });
+}
+
+function onDraftChange(payload, generation) {
+  const row = payload.new;
+  const message = row && state.messages.get(row.message_id);
+  const last = message && !state.buffered ? message.draftSeq : -1;
+  const gap = last > 0 && row.seq > last + 1;
+  applyChange(payload);
+  if (gap) catchUp(generation);
+}
+
+// Realtime's word that the database cannot be followed (no logical decoding): it will not learn
+// to, so the page polls the history instead of rejoining.
+const UNAVAILABLE = /wal_level|logical decoding|logical replication/i;
+
+// This chat's subscription, once `after` (the previous one's leave) is done: returned at once,
+// as { client, joining } (joining: its channel, once made).
+function subscribe(chatId, generation, after = Promise.resolve()) {
   state.buffered = [];
   state.feedUp = false;
+  state.feedOff = false;
   setFeedState('connecting', 'Connecting…');
-  const channel = devChannel(state.session, chatId);
+  const session = state.session;
+  const client = supabaseClient(session);
+  const subscription = { client, joining: null, left: null };
+  const current = () => generation === state.generation && state.channel === subscription;
+  const down = (text, banner) => {
+    state.feedUp = false;
+    setFeedState('down', text);
+    if (banner) showBanner(banner);
+    // Until the feed is back, show what is stored (and poll it, see below).
+    state.buffered = null;
+    loadHistory(generation).catch(reportLoadError);
+  };
+  const rejoinLater = () =>
+    setTimeout(() => {
+      if (current()) resubscribe();
+    }, 1000);
   const filter = `chat_id=eq.${chatId}`;
-  channel
-    .on('postgres_changes', { event: '*', schema: 'public', table: 'message', filter }, applyChange)
-    .on(
-      'postgres_changes',
-      { event: '*', schema: 'public', table: 'message_draft', filter },
-      applyChange,
-    )
-    .subscribe((status, error) => {
-      if (generation !== state.generation) return;
-      if (status === 'SUBSCRIBED') {
-        state.feedUp = true;
-        setFeedState('live', 'Live');
-        showBanner('');
-        // Subscribed first, history second: nothing that happens in between is missed.
-        state.buffered = state.buffered || [];
-        loadHistory(generation).catch(reportLoadError);
-      } else if (status === 'CHANNEL_ERROR') {
-        state.feedUp = false;
-        const unavailable = error && error.code === 'change_feed_unavailable';
-        setFeedState('down', unavailable ? 'No live updates' : 'Reconnecting…');
-        if (unavailable) showBanner(`Live updates are off: ${error.message}`);
-        else if (error && error.status >= 400) showBanner(error.message);
-        // Until the feed is back, show what is stored (and poll it while a reply runs).
-        state.buffered = null;
-        loadHistory(generation).catch(reportLoadError);
-      }
+  subscription.joining = after
+    // The token first: the join carries it, so the channel is the user's from its first change.
+    .then(() => client.realtime.setAuth(session.token))
+    .then(() => {
+      if (!current()) return null;
+      return client
+        .channel(`chat:${chatId}`)
+        // (A wrapper: supabase-js passes more arguments than the payload.)
+        .on(
+          'postgres_changes',
+          { event: '*', schema: 'public', table: 'message', filter },
+          (payload) => applyChange(payload),
+        )
+        .on(
+          'postgres_changes',
+          { event: '*', schema: 'public', table: 'message_draft', filter },
+          (payload) => onDraftChange(payload, generation),
+        )
+        .on('system', {}, (payload) => {
+          if (!current() || payload.status !== 'error') return;
+          if (payload.extension === 'postgres_changes' && UNAVAILABLE.test(payload.message)) {
+            state.feedOff = true;
+            down('No live updates', `Live updates are off: ${payload.message}`);
+            return;
+          }
+          // The feed dropped this channel (it fell behind, or lost its slot), or its token
+          // ended: changes may be missing; the history has them, and a new join gets a working
+          // feed (with a new token, when it was the token).
+          down('Reconnecting…');
+          if (/expired|JWT|token/i.test(payload.message)) {
+            renewSession(session).then(rejoinLater, rejoinLater);
+          } else {
+            rejoinLater();
+          }
+        })
+        .subscribe((status, error) => {
+          if (!current()) return;
+          if (status === 'SUBSCRIBED') {
+            state.feedUp = true;
+            state.feedOff = false;
+            setFeedState('live', 'Live');
+            showBanner('');
+            // Subscribed first, history second: nothing that happens in between is missed.
+            state.buffered = state.buffered || [];
+            loadHistory(generation).catch(reportLoadError);
+          } else if (status === 'CHANNEL_ERROR' || status === 'TIMED_OUT') {
+            if (state.feedOff) return;
+            // The socket is gone (supabase-js reconnects it and rejoins), or the join was
+            // refused: a token the server does not take is renewed; the rejoin carries it.
+            down('Reconnecting…');
+            if (error && /JWT|token/i.test(error.message)) renewSession(session).catch(() => {});
+          } else if (status === 'CLOSED') {
+            // Closed by the server (the page's own leave makes `current()` false): rejoin.
+            down('Reconnecting…');
+            rejoinLater();
+          }
+        });
     });
-  return channel;
+  return subscription;
 }
 
 function reportLoadError(error) {
@@ -925,11 +944,13 @@ function reportLoadError(error) {
   showBanner(`Could not load this chat: ${error.message}`);
 }
 
-// Without a change feed the page polls the stored history while a reply runs.
+// While the feed is down the page polls the stored history: while a reply runs, and while it
+// waits for the server to come back (whose 401, after a restart with a new secret, brings a new
+// token and key, and with them a new subscription).
 setInterval(() => {
-  if (state.session && state.chatId && !state.feedUp && !state.buffered && activeReply()) {
-    loadHistory(state.generation).catch(() => {});
-  }
+  if (!state.session || !state.chatId || state.feedUp || state.buffered) return;
+  if (state.feedOff && !activeReply()) return;
+  loadHistory(state.generation).catch(state.feedOff ? () => {} : reportLoadError);
 }, 1500);
 
 // ---------------------------------------------------------------------------------------------
@@ -950,7 +971,7 @@ function openChat(chatId) {
   if (chatId === state.chatId && state.channel) return;
   state.generation += 1;
   const generation = state.generation;
-  state.channel?.unsubscribe();
+  const leaving = unsubscribe(state.channel);
   state.channel = null;
   for (const turn of state.turns) turn.controller.abort();
   state.turns = new Set();
@@ -968,7 +989,7 @@ function openChat(chatId) {
   }
   renderChats();
   afterRender();
-  state.channel = subscribe(chatId, generation);
+  state.channel = subscribe(chatId, generation, leaving);
 }
 
 async function newChat() {

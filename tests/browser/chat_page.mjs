@@ -41,33 +41,94 @@ function recordTimeline() {
   const timeline = [];
   const last = new Map();
   window.__timeline = timeline;
-  // Change feed streams this page holds open: a chat switch must leave exactly one.
-  window.__feeds = { opened: 0, open: 0 };
-  // Requests for a session (a token for the demo user).
+  // Requests for a session (a token for the demo user), and for a chat's history (when).
   window.__sessions = 0;
+  window.__historyLoads = [];
+  // Requests to the SSE change route, which the page must not use any more.
+  window.__sseRequests = 0;
   const fetch = window.fetch.bind(window);
   window.fetch = (input, init = {}) => {
-    if (String(input).endsWith('/api/dev/session')) window.__sessions += 1;
-    if (!String(input).endsWith('/changes')) return fetch(input, init);
-    window.__feeds.opened += 1;
-    window.__feeds.open += 1;
-    let closed = false;
-    const close = () => {
-      if (!closed) window.__feeds.open -= 1;
-      closed = true;
-    };
-    init.signal?.addEventListener('abort', close);
-    return fetch(input, init).then(
-      (response) => {
-        if (!response.ok) close();
-        return response;
-      },
-      (error) => {
-        close();
-        throw error;
-      },
-    );
+    const url = String(input);
+    if (url.endsWith('/api/dev/session')) window.__sessions += 1;
+    if (url.endsWith('/history')) window.__historyLoads.push(performance.now());
+    if (url.endsWith('/changes')) window.__sseRequests += 1;
+    return fetch(input, init);
   };
+  // The Realtime traffic, read off the page's websockets (supabase-js's V2 frames,
+  // `[join_ref, ref, topic, event, payload]`): the sockets opened, the chat channels joined and
+  // still joined (a chat switch must leave exactly one), and, when `window.__dropDraft` is set,
+  // one `message_draft` change with a seq of at least that, dropped as a lost frame would be.
+  window.__sockets = [];
+  window.__feeds = { opened: 0, open: 0 };
+  window.__dropDraft = null;
+  window.__dropped = [];
+  // Each open socket's joined chat topics.
+  const joined = new Set();
+  const count = () => {
+    window.__feeds.open = [...joined].reduce((sum, topics) => sum + topics.size, 0);
+  };
+  const Native = window.WebSocket;
+  class WatchedSocket extends Native {
+    constructor(url, protocols) {
+      super(url, protocols);
+      window.__sockets.push(String(url));
+      const mine = new Set();
+      this.__joined = mine;
+      joined.add(mine);
+      this.addEventListener('close', () => {
+        joined.delete(mine);
+        count();
+      });
+    }
+
+    send(data) {
+      if (typeof data === 'string') {
+        try {
+          const [, , topic, event] = JSON.parse(data);
+          if (topic.startsWith('realtime:chat:') && event === 'phx_join') {
+            window.__feeds.opened += 1;
+            this.__joined.add(topic);
+          } else if (topic.startsWith('realtime:chat:') && event === 'phx_leave') {
+            this.__joined.delete(topic);
+          }
+          count();
+        } catch {
+          // not a JSON frame
+        }
+      }
+      return super.send(data);
+    }
+
+    set onmessage(handler) {
+      super.onmessage =
+        handler &&
+        ((event) => {
+          if (typeof event.data === 'string' && window.__dropDraft !== null) {
+            try {
+              const [, , , name, payload] = JSON.parse(event.data);
+              const row = payload?.data?.record;
+              if (
+                name === 'postgres_changes' &&
+                payload.data.table === 'message_draft' &&
+                row.seq >= window.__dropDraft
+              ) {
+                window.__dropDraft = null;
+                window.__dropped.push({ seq: row.seq, at: performance.now(), id: row.message_id });
+                return;
+              }
+            } catch {
+              // not a JSON frame
+            }
+          }
+          handler.call(this, event);
+        });
+    }
+
+    get onmessage() {
+      return super.onmessage;
+    }
+  }
+  window.WebSocket = WatchedSocket;
   const visible = (node) => Boolean(node) && !node.hidden && node.getClientRects().length > 0;
   const snapshot = () => {
     const at = performance.now();
@@ -356,6 +417,43 @@ async function reloadedTurn(page) {
   };
 }
 
+// 4b) A draft change lost on the way (the driver drops its frame): the next draft's seq skips
+// one, and the page catches up from the history, then follows the job to its end.
+async function draftGap(page) {
+  const before = await page.evaluate(() => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+    return nodes[nodes.length - 1].dataset.messageId;
+  });
+  const historyBefore = await page.evaluate(() => window.__historyLoads.length);
+  // Drafts from the third on: the page has seen one of this reply's before the lost one.
+  await page.evaluate(() => {
+    window.__dropDraft = 3;
+  });
+  const t0 = await sendWithClick(page, '/sleep 2');
+  const id = await lastAssistantId(page, before);
+  await waitForStatus(page, id, 'completed');
+  const facts = await page.evaluate(
+    ([count, start]) => ({
+      dropped: window.__dropped.map((d) => ({ ...d, at: Math.round(d.at - start) })),
+      historyLoads: window.__historyLoads.slice(count).map((at) => Math.round(at - start)),
+      stillArmed: window.__dropDraft !== null,
+    }),
+    [historyBefore, t0],
+  );
+  await page.evaluate(() => {
+    window.__dropDraft = null;
+  });
+  const entries = await timelineOf(page, id, t0);
+  const completed = entries.find((entry) => entry.status === 'completed');
+  return {
+    assistantMessageId: id,
+    ...facts,
+    lengths: growth(entries),
+    completedMs: completed ? completed.at : null,
+    final: await bubble(page, id),
+  };
+}
+
 // 5) A tool turn's timeline: the reply's Timeline button opens a waterfall of its trace (one row
 // per span, indented by depth, a bar placed and sized by time, the time taken) and its usage.
 async function timelineOfTurn(page, outDir) {
@@ -455,7 +553,9 @@ async function restartedServer(page, problems) {
   const next = await lastAssistantId(page, id);
   await waitForStatus(page, next, 'completed');
   // While the server was away, its requests failed, as they should: not problems of the page.
-  const expected = /ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET|ERR_INCOMPLETE_CHUNKED_ENCODING|status of (401|503)/;
+  // (supabase-js's socket too: refused while the server is away, then, until the page has the
+  // new server's key, answered 401.)
+  const expected = /ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET|ERR_INCOMPLETE_CHUNKED_ENCODING|status of (401|503)|Unexpected response code: 401|WebSocket is closed before the connection is established/;
   const during = problems.splice(problemsBefore);
   problems.push(...during.filter((text) => !expected.test(text)));
   return {
@@ -558,9 +658,16 @@ async function main() {
     const cancel = await canceledTurn(page);
     const approval = await approvedTurn(page);
     const reload = await reloadedTurn(page);
+    const gap = await draftGap(page);
     const timeline = await timelineOfTurn(page, outDir);
     const restart = await restartedServer(page, problems);
     const chats = await switchedChats(page);
+    // What carried the changes: supabase-js, over Realtime's websocket, never the SSE route.
+    const transport = await page.evaluate(() => ({
+      supabaseJs: typeof window.supabase?.createClient === 'function',
+      sockets: window.__sockets.map((url) => url.replace(/apikey=[^&]+/, 'apikey=…')),
+      sseRequests: window.__sseRequests,
+    }));
     // The refused message's 409 is logged by Chromium as a failed resource load.
     const refusal = problems.findIndex((text) => /status of 409 \(Conflict\)/.test(text));
     if (refusal >= 0) problems.splice(refusal, 1);
@@ -573,9 +680,11 @@ async function main() {
       cancel,
       approval,
       reload,
+      gap,
       timeline,
       restart,
       chats,
+      transport,
       screenshot,
       problems,
       elapsedMs: Date.now() - started,

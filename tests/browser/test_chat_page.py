@@ -228,6 +228,19 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     assert reload["final"]["text"] == FINAL_TEXT
     assert reload["messagesShown"] == 8  # four turns, each a question and an answer
 
+    # A draft change lost on the way: the next one's seq skips it, and the page catches up from
+    # the history at once (live, it loads the history only then), and still ends as the reply.
+    gap = report["gap"]
+    [dropped] = gap["dropped"]
+    assert dropped["id"] == gap["assistantMessageId"]
+    assert dropped["seq"] >= 3
+    assert gap["historyLoads"], gap
+    assert dropped["at"] < gap["historyLoads"][0] < gap["completedMs"], gap
+    assert gap["final"]["status"] == "completed"
+    assert gap["final"]["text"] == FINAL_TEXT
+    row = await message_row(logical_database_url, gap["assistantMessageId"])
+    assert (row["status"], row["content"]) == ("completed", FINAL_TEXT)
+
     # A tool turn's timeline, as a person sees it: closed until asked for; then a waterfall of
     # its trace, from the request through each step of the background, and the reply's usage.
     timeline = report["timeline"]
@@ -309,6 +322,15 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     assert fresh["feeds"]["open"] == 1
     assert (back["hash"], back["messages"]) == (chats["demoHash"], chats["demoMessages"])
     assert back["feeds"] == {"opened": fresh["feeds"]["opened"] + 1, "open": 1}
+
+    # All of it came through supabase-js, over Realtime's websocket (V2, as supabase-js speaks
+    # it), and never through the SSE change route.
+    transport = report["transport"]
+    assert transport["supabaseJs"]
+    assert transport["sockets"], transport
+    assert all("/realtime/v1/websocket?apikey=…" in url for url in transport["sockets"]), transport
+    assert all("vsn=2.0.0" in url for url in transport["sockets"]), transport
+    assert transport["sseRequests"] == 0
 
     shots = (report["screenshot"], handoff["backgroundScreenshot"], timeline["screenshot"])
     for shot in map(Path, shots):

@@ -9,6 +9,7 @@ import jwt
 import pytest
 
 from devkit.dev_routes import DevSession, install_dev_routes
+from devkit.dev_server import dev_anon_key
 from handlers.app import create_app
 from infra.settings import Settings
 from tests.support import JWT_SECRET, token_for
@@ -19,7 +20,8 @@ USER, CHAT = uuid.uuid4(), uuid.uuid4()
 def dev_app(database_url: str) -> httpx.ASGITransport:
     settings = Settings(database_url=database_url, supabase_jwt_secret=JWT_SECRET)
     app = create_app(settings)
-    install_dev_routes(app, DevSession(USER, "demo@test", CHAT, lambda: token_for(USER)))
+    session = DevSession(USER, "demo@test", CHAT, lambda: token_for(USER), dev_anon_key(JWT_SECRET))
+    install_dev_routes(app, session)
     return httpx.ASGITransport(app=app, client=("127.0.0.1", 50000))
 
 
@@ -28,12 +30,18 @@ async def test_the_page_and_its_script_are_served(database_url: str) -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http:
         page = await http.get("/")
         script = await http.get("/dev/chat.js")
+        vendored = await http.get("/dev/vendor/supabase.js")
         outside = await http.get("/dev/../cli.py")
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
     assert '<script type="module" src="/dev/chat.js"' in page.text
     assert script.status_code == 200
     assert "javascript" in script.headers["content-type"]
+    # supabase-js's browser build, served from the checkout (no build step, no CDN)
+    assert '<script src="/dev/vendor/supabase.js"></script>' in page.text
+    assert vendored.status_code == 200
+    assert "javascript" in vendored.headers["content-type"]
+    assert vendored.text.startswith("var supabase=")
     assert outside.status_code == 404
 
 
@@ -48,6 +56,9 @@ async def test_the_session_is_the_demo_users_and_only_for_this_machine(database_
         session["token"], JWT_SECRET, algorithms=["HS256"], audience="authenticated"
     )
     assert claims["sub"] == str(USER)
+    # AND the project's anon key, as supabase-js and supabase-py connect to Realtime with it
+    anon = jwt.decode(session["anonKey"], JWT_SECRET, algorithms=["HS256"])
+    assert (anon["role"], anon["iss"]) == ("anon", "supabase")
     assert remote.status_code == 404
     assert remote.json() == {"error": {"code": "not_found", "message": "Not Found"}}
 
