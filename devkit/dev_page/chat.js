@@ -529,7 +529,8 @@ function renderMessage(message) {
   node.className = `message message-${message.role} status-${status}`;
   const bubble = node.querySelector('.bubble');
   // Screen readers wait for the finished text instead of reading every token.
-  bubble.setAttribute('aria-busy', String(ACTIVE.has(status) && !askingUser && status !== 'paused'));
+  const busy = ACTIVE.has(status) && !askingUser && status !== 'paused';
+  bubble.setAttribute('aria-busy', String(busy));
 
   const text = shownText(message);
   const textNode = $('message-text', node);
@@ -621,7 +622,10 @@ function updateControls() {
   els.send.disabled = !state.chatId || state.sending;
   // A reply can be paused while it runs, once; a paused one is resumed from its bubble.
   els.pause.disabled =
-    !running || !state.chatId || active?.status === 'paused' || Boolean(active && pausingNow(active));
+    !running ||
+    !state.chatId ||
+    active?.status === 'paused' ||
+    Boolean(active && pausingNow(active));
   // Answering again waits for the chat's running reply (the server would refuse: 409).
   for (const button of els.messages.querySelectorAll('[data-testid="regenerate"]')) {
     button.disabled = running || controls.regenerating;

@@ -546,7 +546,9 @@ async function lastAssistant(page) {
 
 // The question card of reply `id`, once it shows: what it says.
 async function questionCard(page, id) {
-  const card = page.locator(`[data-testid="message"][data-message-id="${id}"] [data-testid="question"]`);
+  const card = page.locator(
+    `[data-testid="message"][data-message-id="${id}"] [data-testid="question"]`,
+  );
   await card.waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
   return {
     card,
@@ -564,13 +566,14 @@ async function questionCard(page, id) {
 
 // 8) The model asks a question with options: one click answers it and the reply goes on with
 // the answer. Then Regenerate: a new reply on a new branch, which asks again and is answered in
-// the box for one's own words; the branch switcher goes back to the first answer and forth again, the
-// conversation shown following each time.
+// the box for one's own words; the branch switcher goes back to the first answer and forth
+// again, the conversation shown following each time.
 async function questionAndBranches(page, outDir) {
   const before = await lastAssistant(page);
   await sendWithClick(
     page,
-    '/ask_user {"question": "Which city?", "options": ["Berlin", "Lisbon"], "context": "For the trip"}',
+    '/ask_user {"question": "Which city?", "options": ["Berlin", "Lisbon"],' +
+      ' "context": "For the trip"}',
   );
   const first = await lastAssistantId(page, before);
   const asked = await questionCard(page, first);
@@ -621,7 +624,8 @@ async function questionAndBranches(page, outDir) {
       timeout: STEP_TIMEOUT_MS,
     });
     await page.waitForFunction(
-      (value) => document.querySelector('[data-testid="branches"]').dataset.activeBranchId === value,
+      (value) =>
+        document.querySelector('[data-testid="branches"]').dataset.activeBranchId === value,
       branch,
       { timeout: STEP_TIMEOUT_MS },
     );
@@ -669,7 +673,8 @@ async function pausedTurn(page) {
   const pauseEnabled = await page.getByTestId('pause').isEnabled();
   await page.getByTestId('pause').click();
   await page.waitForFunction(
-    (sel) => /Pausing/.test(document.querySelector(`${sel} [data-testid="message-label"]`)?.textContent),
+    (sel) =>
+      /Pausing/.test(document.querySelector(`${sel} [data-testid="message-label"]`)?.textContent),
     selector,
     { timeout: STEP_TIMEOUT_MS },
   );
