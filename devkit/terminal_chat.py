@@ -4,7 +4,10 @@ Tokens print as they stream; once the turn hands off, a spinner shows the backgr
 progress, followed as a frontend follows it: the chat's `message` and `message_draft` rows through
 Supabase Realtime, with supabase-py's client (the dev server speaks Realtime's protocol); then the
 final text prints. Where the server cannot follow the database (no logical decoding), or the
-subscription is lost, it polls the history instead.
+subscription is lost, it polls the history instead. A tool call that needs approval and a
+question of the model are asked on the terminal when there is a keyboard to answer them;
+otherwise it says where to answer. Everything the model or a tool wrote is printed with its
+control, bidi and invisible characters escaped.
 """
 
 from __future__ import annotations
@@ -40,8 +43,15 @@ SERVER_GONE: dict[str, Any] = {"table": None}
 
 logger = logging.getLogger(__name__)
 
-# Asked when a tool waits for approval: the question, and whether the user approved.
-Ask = Callable[[str], Awaitable[bool]]
+# Asks the user something (a tool approval, the model's question): the prompt, and the line
+# they typed; None when there is nothing more to read.
+Ask = Callable[[str], Awaitable[str | None]]
+
+
+def printable(text: str) -> str:
+    """Text from the model or a tool as the terminal may print it: line breaks and tabs kept,
+    every other control, bidi or invisible character escaped (no cursor moves, no reordering)."""
+    return visible(text, keep="\n\t")
 
 
 class ChatFailed(Exception):
@@ -251,6 +261,7 @@ async def _poll_history(session: Session, queue: asyncio.Queue[dict[str, Any]]) 
             metadata = {
                 "snapshot": {"progress": message.get("progress", [])},
                 "pendingApproval": message.get("pendingApproval"),
+                "pendingQuestion": message.get("pendingQuestion"),
             }
             row = {**message, "metadata": metadata}
             queue.put_nowait({"table": "message", "eventType": "UPDATE", "new": row})
@@ -270,7 +281,7 @@ async def stream_turn(session: Session, content: str, screen: Screen) -> tuple[s
                 event, data = sse.event, sse.json()
                 if event == "token":
                     shown += data["text"]
-                    screen.write(data["text"])
+                    screen.write(printable(data["text"]))
                 elif event == "done":
                     return data["content"], None
                 elif event == "handoff":
@@ -286,8 +297,8 @@ def progress_text(row: dict[str, Any]) -> str:
     progress = (row.get("metadata") or {}).get("snapshot", {}).get("progress", [])
     marks = {"completed": "done", "error": "failed", "pending": "running"}
     return ", ".join(
-        f"{p['name']} {marks.get(p['status'], p['status'])}"
-        + (f" ({p['note']})" if p.get("note") else "")
+        printable(f"{p['name']} {marks.get(p['status'], p['status'])}")
+        + (f" ({printable(str(p['note']))})" if p.get("note") else "")
         for p in progress
     )
 
@@ -302,7 +313,7 @@ async def follow(
 ) -> dict[str, Any]:
     """Show the background job's progress until its message ends; the final row. Drafts no
     longer than the `shown` text are the quick path's, already on the screen."""
-    seq, progress, asked = 0, "", set()
+    seq, progress, asked, paused = 0, "", set(), ""
     screen.line("")  # the streamed text ends its line; progress goes under it
     screen.set_status("continuing in the background")
     while True:
@@ -323,10 +334,21 @@ async def follow(
         if (now := progress_text(row)) and now != progress:
             progress = now
             screen.set_status(progress)
-        pending = (row.get("metadata") or {}).get("pendingApproval")
+        metadata = row.get("metadata") or {}
+        pending = metadata.get("pendingApproval")
         if row["status"] == "awaiting_approval" and pending and pending["toolCallId"] not in asked:
             asked.add(pending["toolCallId"])
             await decide(session, pending, screen, ask)
+        question = metadata.get("pendingQuestion")
+        if row["status"] == "awaiting_input" and question and question["questionId"] not in asked:
+            asked.add(question["questionId"])
+            await answer(session, question, screen, ask)
+        if row["status"] == "paused":
+            paused = f"paused: resume it at {session.origin}/"
+            screen.set_status(paused)
+        elif paused and row["status"] == "streaming":
+            paused = ""
+            screen.set_status("resumed, continuing in the background")
 
 
 async def decide(
@@ -344,12 +366,50 @@ async def decide(
         return
     status, screen.status = screen.status, ""  # no spinner over the prompt
     screen.write("")
-    approved = await ask(f"Run {name}, with\n{arguments}\nApprove? [y/N] ")
+    typed = await ask(f"Run {name}, with\n{arguments}\nApprove? [y/N] ")
     screen.status = status
+    approved = (typed or "").strip().lower() in ("y", "yes")
     path = f"/api/chat/{session.chat_id}/approvals/{pending['toolCallId']}"
     response = await session.post(path, {"approved": approved})
     if not response.is_success:
         screen.line(f"(approval not recorded: {error_text(response)})")
+
+
+async def answer(
+    session: Session, question: dict[str, Any], screen: Screen, ask: Ask | None
+) -> None:
+    """Put the model's question to the user: its context, the question, numbered options. A
+    number picks an option; any other text is the answer."""
+    options = [printable(str(option)) for option in question.get("options") or []]
+    lines = []
+    if question.get("context"):
+        lines.append(f"  ({printable(str(question['context']))})")
+    lines.append(f"  {printable(str(question.get('question', '')))}")
+    lines += [f"    {number}. {option}" for number, option in enumerate(options, 1)]
+    asked = "\n".join(lines)
+    if ask is None:
+        screen.line(f"the assistant asks:\n{asked}")
+        screen.line(f"answer it at {session.origin}/")
+        return
+    status, screen.status = screen.status, ""  # no spinner over the prompt
+    screen.write("")
+    screen.line(f"The assistant asks:\n{asked}")
+    hint = f"1-{len(options)}, or your own words" if options else "your answer"
+    reply = ""
+    while not reply:
+        typed = await ask(f"Answer ({hint}): ")
+        if typed is None:  # nothing more to read: answer elsewhere
+            screen.status = status
+            screen.line(f"answer it at {session.origin}/")
+            return
+        reply = typed.strip()
+    screen.status = status
+    if reply.isdigit() and 1 <= int(reply) <= len(options):
+        reply = str(question["options"][int(reply) - 1])
+    path = f"/api/chat/{session.chat_id}/answers/{question['questionId']}"
+    response = await session.post(path, {"answer": reply})
+    if not response.is_success:
+        screen.line(f"(answer not recorded: {error_text(response)})")
 
 
 async def chat(
@@ -376,7 +436,7 @@ async def chat(
             print(f"handoff chat: {exc}", file=sys.stderr)
             return 1
     text = final["content"]
-    screen.line(text[len(shown) :].lstrip("\n") if text.startswith(shown) else text)
+    screen.line(printable(text[len(shown) :].lstrip("\n") if text.startswith(shown) else text))
     if final["status"] != "completed":
         screen.line(f"[{final['status']}]")
     return 0 if final["status"] == "completed" else 1
@@ -408,9 +468,11 @@ async def spinning(screen: Screen, work: Awaitable[int]) -> int:
         screen.write("")
 
 
-async def ask_terminal(question: str) -> bool:
-    answer = await asyncio.to_thread(input, question)
-    return answer.strip().lower() in ("y", "yes")
+async def ask_terminal(prompt: str) -> str | None:
+    try:
+        return await asyncio.to_thread(input, prompt)
+    except EOFError:
+        return None
 
 
 def run(origin: str, content: str, chat_id: UUID | None) -> int:

@@ -8,11 +8,13 @@
 
 const ASSISTANT_ID = 'default';
 // A reply still being written, by the quick path or in the background.
-const ACTIVE = new Set(['queued', 'streaming', 'awaiting_approval']);
+// (`paused` keeps the chat's slot until it is resumed or canceled.)
+const ACTIVE = new Set(['queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused']);
 const ENDED = new Set(['completed', 'error', 'canceled']);
 const STATUS_LABELS = {
   canceled: 'Canceled',
   error: 'Error',
+  paused: 'Paused',
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -222,12 +224,18 @@ function blankMessage(id, role) {
     createdAt: new Date().toISOString(),
     parentMessageId: null,
     pendingApproval: null,
+    // The model's question (status awaiting_input): questionId, question, options, context.
+    pendingQuestion: null,
     progress: [],
     // The turn's token usage (`metadata.usage`: each model call, and their sum).
     usage: null,
     draft: null,
     draftSeq: -1,
     decided: new Set(),
+    // Questions this page answered (the row says awaiting_input until the job reads it).
+    answered: new Set(),
+    // A user message sent with `steer`: the reply it joined.
+    steeredInto: null,
     local: false,
   };
 }
@@ -251,9 +259,17 @@ function upsert(id, role) {
 function adoptStoredId(message, storedId) {
   if (!storedId || storedId === message.id) return;
   const pickedId = message.id;
-  if (state.messages.get(pickedId) === message) state.messages.delete(pickedId);
+  const held = state.messages.get(pickedId) === message;
+  if (held && !state.messages.has(storedId)) {
+    // In the bubble's place, before its reply should the feed have brought that first.
+    state.messages = new Map(
+      [...state.messages].map(([id, known]) => (id === pickedId ? [storedId, known] : [id, known])),
+    );
+  } else if (held) {
+    state.messages.delete(pickedId);
+  }
   els.messages.querySelector(`[data-message-id="${CSS.escape(pickedId)}"]`)?.remove();
-  if (state.messages.has(storedId)) return;
+  if (state.messages.has(storedId) && state.messages.get(storedId) !== message) return;
   message.id = storedId;
   state.messages.set(storedId, message);
 }
@@ -436,25 +452,27 @@ function renderMessage(message) {
     node = els.messageTemplate.content.firstElementChild.cloneNode(true);
     node.dataset.messageId = message.id;
     wireTimeline(node);
-    els.messages.append(node);
+    els.messages.insertBefore(node, nodeAfter(message.id));
   }
   const streamingHere = isStreamingHere(message);
   const status = streamingHere ? 'streaming' : message.status;
-  const pending = message.pendingApproval;
-  const askingUser =
-    message.status === 'awaiting_approval' && pending && !message.decided.has(pending.toolCallId);
+  const approving = awaitsApproval(message);
+  const asking = awaitsAnswer(message);
+  const askingUser = approving || asking;
   const background =
     !streamingHere &&
     (message.status === 'queued' ||
       message.status === 'streaming' ||
-      (message.status === 'awaiting_approval' && !askingUser));
+      ((message.status === 'awaiting_approval' || message.status === 'awaiting_input') &&
+        !askingUser));
   node.dataset.role = message.role;
   node.dataset.status = status;
   node.dataset.phase = streamingHere ? 'quick' : background ? 'background' : message.status;
   node.className = `message message-${message.role} status-${status}`;
   const bubble = node.querySelector('.bubble');
   // Screen readers wait for the finished text instead of reading every token.
-  bubble.setAttribute('aria-busy', String(ACTIVE.has(status) && !askingUser));
+  const busy = ACTIVE.has(status) && !askingUser && status !== 'paused';
+  bubble.setAttribute('aria-busy', String(busy));
 
   const text = shownText(message);
   const textNode = $('message-text', node);
@@ -463,7 +481,12 @@ function renderMessage(message) {
   const label = $('message-label', node);
   let labelText = '';
   if (message.role === 'assistant' && !streamingHere) {
-    labelText = askingUser ? 'Waiting for your approval' : STATUS_LABELS[message.status] || '';
+    if (approving) labelText = 'Waiting for your approval';
+    else if (asking) labelText = 'Waiting for your answer';
+    else if (pausingNow(message)) labelText = 'Pausing at its next step…';
+    else labelText = STATUS_LABELS[message.status] || '';
+  } else if (message.role === 'user' && message.steeredInto) {
+    labelText = 'Added to the reply above';
   }
   label.hidden = !labelText;
   label.textContent = labelText;
@@ -477,7 +500,26 @@ function renderMessage(message) {
       ? 'Queued: starts when the reply before it ends…'
       : 'Continuing in the background…';
   renderApproval(bubble, message);
+  renderQuestion(bubble, message);
+  renderPaused(bubble, message);
+  renderActions(node, message);
   renderTimeline(node, message);
+}
+
+// The node of the first message after `id`, in the conversation's order, that is shown already:
+// a bubble that gets its node late (a message that took its stored id while its reply
+// streamed) goes before it, not after its own reply.
+function nodeAfter(id) {
+  let after = false;
+  for (const key of state.messages.keys()) {
+    if (after) {
+      const node = els.messages.querySelector(`[data-message-id="${CSS.escape(key)}"]`);
+      if (node) return node;
+    } else if (key === id) {
+      after = true;
+    }
+  }
+  return null;
 }
 
 function renderAll() {
@@ -499,6 +541,7 @@ let stickToBottom = true;
 function afterRender() {
   els.empty.hidden = state.messages.size > 0;
   updateControls();
+  watchBranches();
   if (stickToBottom) els.messages.scrollTop = els.messages.scrollHeight;
 }
 
@@ -515,9 +558,20 @@ function activeReply() {
 }
 
 function updateControls() {
-  const running = state.turns.size > 0 || Boolean(activeReply());
+  const active = activeReply();
+  const running = state.turns.size > 0 || Boolean(active);
   els.cancel.disabled = !running || !state.chatId;
   els.send.disabled = !state.chatId || state.sending;
+  // A reply can be paused while it runs, once; a paused one is resumed from its bubble.
+  els.pause.disabled =
+    !running ||
+    !state.chatId ||
+    active?.status === 'paused' ||
+    Boolean(active && pausingNow(active));
+  // Answering again waits for the chat's running reply (the server would refuse: 409).
+  for (const button of els.messages.querySelectorAll('[data-testid="regenerate"]')) {
+    button.disabled = running || controls.regenerating;
+  }
 }
 
 function showBanner(text) {
@@ -732,6 +786,7 @@ function fromHistory(row) {
     createdAt: row.createdAt,
     parentMessageId: row.parentMessageId,
     pendingApproval: row.pendingApproval ?? null,
+    pendingQuestion: row.pendingQuestion ?? null,
     progress: row.progress ?? [],
     usage: row.usage ?? null,
   });
@@ -759,6 +814,8 @@ async function loadHistory(generation) {
       message.draft = known.draft;
       message.draftSeq = known.draftSeq;
       message.decided = known.decided;
+      message.answered = known.answered;
+      message.steeredInto = known.steeredInto;
       message.local = known.local;
       if (isStreamingHere(known)) message.content = known.content;
     }
@@ -795,6 +852,8 @@ function onMessageRow(row) {
   message.createdAt = row.created_at || message.createdAt;
   message.parentMessageId = row.parent_message_id;
   message.pendingApproval = metadata.pendingApproval ?? null;
+  message.pendingQuestion = metadata.pendingQuestion ?? null;
+  message.steeredInto = metadata.steeredInto ?? message.steeredInto;
   if (metadata.snapshot && Array.isArray(metadata.snapshot.progress)) {
     message.progress = metadata.snapshot.progress;
   }
@@ -1078,6 +1137,12 @@ async function send() {
   }
   // Accepted: another message may follow now (its strategy decides what happens to this one).
   state.sending = false;
+  await streamReply(response, { controller, current, userMessage });
+}
+
+// A turn's SSE stream (respond or regenerate) into the reply's bubble: `metadata`, `token`s,
+// then `done`, `handoff` or `error`.
+async function streamReply(response, { controller, current, userMessage }) {
   const turn = { controller, streaming: false, assistantMessageId: null };
   state.turns.add(turn);
   updateControls();
@@ -1087,12 +1152,23 @@ async function send() {
     await readSse(response, (event, data) => {
       if (!current()) return;
       if (event === 'metadata') {
-        adoptStoredId(userMessage, data.userMessageId);
+        if (userMessage) adoptStoredId(userMessage, data.userMessageId);
+        // (under its stored id, in its place)
+        const stored = state.messages.get(data.userMessageId);
+        if (stored) renderMessage(stored);
+        if (data.strategy === 'steer') {
+          // Joined the reply that runs: no reply of its own; that one answers it too.
+          if (userMessage) {
+            userMessage.steeredInto = data.assistantMessageId;
+            rerender(userMessage);
+          }
+          return;
+        }
         turn.assistantMessageId = data.assistantMessageId;
         turn.streaming = true;
-        const stored = state.messages.has(data.assistantMessageId);
+        const known = state.messages.has(data.assistantMessageId);
         assistant = upsert(data.assistantMessageId, 'assistant');
-        assistant.local = !stored;
+        assistant.local = !known;
         assistant.parentMessageId = data.userMessageId;
         rerender(assistant);
       } else if (event === 'token' && assistant) {
@@ -1154,6 +1230,306 @@ async function cancel() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Conversation control: the model's questions, pause and resume, regenerate, branches
+
+// What this page asked of the server and is waiting to see in the rows.
+const controls = {
+  // The reply a pause was asked for, until its row says `paused` (or it ends).
+  pausing: null,
+  regenerating: false,
+  // The branches shown in the switcher, and what they were loaded for.
+  branchesKey: '',
+  branchesTimer: null,
+  branchesRequest: 0,
+  activeBranchId: null,
+};
+
+function awaitsApproval(message) {
+  const pending = message.pendingApproval;
+  return (
+    message.status === 'awaiting_approval' &&
+    Boolean(pending) &&
+    !message.decided.has(pending.toolCallId)
+  );
+}
+
+function awaitsAnswer(message) {
+  const pending = message.pendingQuestion;
+  return (
+    message.status === 'awaiting_input' &&
+    Boolean(pending) &&
+    !message.answered.has(pending.questionId)
+  );
+}
+
+function pausingNow(message) {
+  return (
+    controls.pausing === message.id && message.status !== 'paused' && !ENDED.has(message.status)
+  );
+}
+
+// The model's question: its context, one button per suggested answer, and a box for one's own.
+function renderQuestion(bubble, message) {
+  const pending = message.pendingQuestion;
+  const existing = $('question', bubble);
+  if (!awaitsAnswer(message)) {
+    existing?.remove();
+    return;
+  }
+  if (existing && existing.dataset.questionId === pending.questionId) return;
+  existing?.remove();
+  const card = els.questionTemplate.content.firstElementChild.cloneNode(true);
+  card.dataset.questionId = pending.questionId;
+  // The model wrote these: whatever could hide or reorder text shows as an escape.
+  $('question-text', card).textContent = visibleText(String(pending.question ?? ''));
+  const context = $('question-context', card);
+  context.textContent = visibleText(String(pending.context ?? ''));
+  context.hidden = !pending.context;
+  const own = $('question-answer', card);
+  const error = $('question-error', card);
+  const answer = async (text) => {
+    const inputs = card.querySelectorAll('button, input');
+    inputs.forEach((input) => { input.disabled = true; });
+    error.hidden = true;
+    try {
+      await api(
+        state.session,
+        `/api/chat/${state.chatId}/answers/${encodeURIComponent(pending.questionId)}`,
+        { method: 'POST', body: { answer: text } },
+      );
+      message.answered.add(pending.questionId);
+      rerender(message);
+    } catch (failure) {
+      if (
+        failure.code === 'question_already_answered' ||
+        failure.code === 'question_not_pending'
+      ) {
+        // Answered elsewhere, timed out or canceled: this card has nothing left to ask.
+        message.answered.add(pending.questionId);
+        rerender(message);
+        showComposerError(failure.message);
+        return;
+      }
+      error.textContent = `Not answered: ${failure.message}`;
+      error.hidden = false;
+      inputs.forEach((input) => { input.disabled = false; });
+    }
+  };
+  const options = Array.isArray(pending.options) ? pending.options : [];
+  $('question-options', card).replaceChildren(
+    ...options.map((option) => {
+      const button = document.createElement('button');
+      button.type = 'button';
+      button.className = 'button question-option';
+      button.dataset.testid = 'question-option';
+      button.textContent = visibleText(String(option));
+      button.addEventListener('click', () => answer(String(option)));
+      return button;
+    }),
+  );
+  $('question-own', card).addEventListener('submit', (event) => {
+    event.preventDefault();
+    if (own.value.trim()) answer(own.value.trim());
+  });
+  $('message-text', bubble).after(card);
+}
+
+// A paused reply: Resume, with an optional instruction for the rest of its turn.
+function renderPaused(bubble, message) {
+  const existing = $('paused', bubble);
+  if (message.role !== 'assistant' || message.status !== 'paused') {
+    existing?.remove();
+    return;
+  }
+  if (existing) return;
+  const card = els.pausedTemplate.content.firstElementChild.cloneNode(true);
+  const form = card.querySelector('form');
+  const instruction = $('resume-instruction', card);
+  const error = $('paused-error', card);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    const inputs = card.querySelectorAll('button, input');
+    inputs.forEach((input) => { input.disabled = true; });
+    error.hidden = true;
+    try {
+      const body = {};
+      if (instruction.value.trim()) body.instruction = instruction.value.trim();
+      await api(state.session, `/api/chat/${state.chatId}/resume`, { method: 'POST', body });
+      if (!state.feedUp) await loadHistory(state.generation);
+    } catch (failure) {
+      error.textContent = `Not resumed: ${failure.message}`;
+      error.hidden = false;
+      inputs.forEach((input) => { input.disabled = false; });
+    }
+  });
+  $('message-text', bubble).after(card);
+}
+
+function renderActions(node, message) {
+  const actions = $('message-actions', node);
+  actions.hidden =
+    message.role !== 'assistant' || !ENDED.has(message.status) || isStreamingHere(message);
+  if (actions.hidden || actions.dataset.wired) return;
+  actions.dataset.wired = 'true';
+  $('regenerate', actions).addEventListener('click', () => {
+    const current = state.messages.get(node.dataset.messageId);
+    if (current) regenerate(current);
+  });
+}
+
+async function pause() {
+  if (!state.chatId) return;
+  els.pause.disabled = true;
+  showComposerError('');
+  try {
+    const result = await api(state.session, `/api/chat/${state.chatId}/pause`, {
+      method: 'POST',
+      body: {},
+    });
+    controls.pausing = result.assistantMessageId;
+    const message = state.messages.get(result.assistantMessageId);
+    if (message) rerender(message);
+  } catch (error) {
+    showComposerError(`Could not pause: ${error.message}`);
+  } finally {
+    updateControls();
+  }
+}
+
+// Answer the reply's user message again, on a new branch; the new reply streams in its place.
+async function regenerate(reply) {
+  if (!state.chatId || controls.regenerating) return;
+  showComposerError('');
+  const chatId = state.chatId;
+  const generation = state.generation;
+  const current = () => generation === state.generation;
+  const controller = new AbortController();
+  controls.regenerating = true;
+  updateControls();
+  const post = () =>
+    fetch(`/api/chat/${chatId}/messages/${encodeURIComponent(reply.id)}/regenerate`, {
+      method: 'POST',
+      headers: {
+        Authorization: `Bearer ${state.session.token}`,
+        'Content-Type': 'application/json',
+        Accept: 'text/event-stream',
+      },
+      body: JSON.stringify({}),
+      signal: controller.signal,
+    });
+  try {
+    let response;
+    try {
+      response = await post();
+      if (response.status === 401) {
+        await errorOf(response);
+        await renewSession(state.session);
+        response = await post();
+      }
+    } catch (error) {
+      if (error.name !== 'AbortError' && current()) {
+        showComposerError('Not regenerated: the server cannot be reached.');
+      }
+      return;
+    }
+    if (!response.ok) {
+      const error = await errorOf(response);
+      if (current()) showComposerError(`Not regenerated: ${error.message}`);
+      return;
+    }
+    if (!current()) {
+      controller.abort();
+      return;
+    }
+    // The replaced reply, and whatever followed it, are on the old branch now.
+    const ids = [...state.messages.keys()];
+    const from = ids.indexOf(reply.id);
+    for (const id of from >= 0 ? ids.slice(from) : []) state.messages.delete(id);
+    renderAll();
+    const userMessage = state.messages.get(reply.parentMessageId) ?? null;
+    await streamReply(response, { controller, current, userMessage });
+  } finally {
+    controls.regenerating = false;
+    if (current()) updateControls();
+  }
+}
+
+// The branch switcher: shown while the chat has more than one branch. Loaded again whenever the
+// messages shown change (a fork adds a reply, a switch replaces them).
+function watchBranches() {
+  const key = `${state.chatId}|${[...state.messages.values()]
+    .map((message) => `${message.id}:${message.status}`)
+    .join(',')}`;
+  if (key === controls.branchesKey) return;
+  if (!key.startsWith(`${controls.branchesKey.split('|')[0]}|`)) els.branches.hidden = true;
+  controls.branchesKey = key;
+  clearTimeout(controls.branchesTimer);
+  controls.branchesTimer = setTimeout(loadBranches, 250);
+}
+
+// `original · 10:42: …answered: Berlin.`: the branch, when its latest message was written, and
+// how that message ends (replies answered again begin alike and differ at the end).
+function branchLabel(branch, index) {
+  const latest = branch.latestMessage;
+  const name = index === 0 ? 'original' : `version ${index + 1}`;
+  if (!latest) return name;
+  let preview = visibleText(latest.content.replace(/\s+/g, ' ').trim());
+  if (preview.length > 28) preview = `…${preview.slice(-27)}`;
+  return `${name} · ${formatTime(latest.createdAt)}: ${preview}`;
+}
+
+async function loadBranches() {
+  const chatId = state.chatId;
+  if (!state.session || !chatId) return;
+  const request = ++controls.branchesRequest;
+  let body;
+  try {
+    body = await api(state.session, `/api/chat/${chatId}/branches`);
+  } catch {
+    return; // the switcher waits for the next change; the page says what else went wrong
+  }
+  if (request !== controls.branchesRequest || chatId !== state.chatId) return;
+  controls.activeBranchId = body.activeBranchId;
+  const select = els.branchSelect;
+  select.replaceChildren(
+    ...body.branches.map((branch, index) => {
+      const option = document.createElement('option');
+      option.value = branch.id;
+      option.textContent = branchLabel(branch, index);
+      option.selected = branch.id === body.activeBranchId;
+      return option;
+    }),
+  );
+  select.value = body.activeBranchId;
+  els.branches.hidden = body.branches.length < 2;
+  els.branches.dataset.activeBranchId = body.activeBranchId;
+}
+
+async function activateBranch(branchId) {
+  if (!state.chatId || branchId === controls.activeBranchId) return;
+  const chatId = state.chatId;
+  showComposerError('');
+  els.branchSelect.disabled = true;
+  try {
+    await api(
+      state.session,
+      `/api/chat/${chatId}/branches/${encodeURIComponent(branchId)}/activate`,
+      { method: 'POST', body: {} },
+    );
+    controls.activeBranchId = branchId;
+    els.branches.dataset.activeBranchId = branchId;
+    // The history follows the active branch.
+    if (chatId === state.chatId) await loadHistory(state.generation);
+  } catch (error) {
+    if (error.name === 'AbortError') return;
+    showComposerError(`Could not switch branches: ${error.message}`);
+    els.branchSelect.value = controls.activeBranchId;
+  } finally {
+    els.branchSelect.disabled = false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Start
 
 async function start() {
@@ -1170,10 +1546,15 @@ async function start() {
     strategy: $('strategy'),
     send: $('send'),
     cancel: $('cancel'),
+    pause: $('pause'),
+    branches: $('branches'),
+    branchSelect: $('branch-select'),
     composerError: $('composer-error'),
     userEmail: $('user-email'),
     messageTemplate: document.getElementById('message-template'),
     approvalTemplate: document.getElementById('approval-template'),
+    questionTemplate: document.getElementById('question-template'),
+    pausedTemplate: document.getElementById('paused-template'),
   });
   els.form.addEventListener('submit', (event) => {
     event.preventDefault();
@@ -1186,6 +1567,8 @@ async function start() {
     }
   });
   els.cancel.addEventListener('click', cancel);
+  els.pause.addEventListener('click', pause);
+  els.branchSelect.addEventListener('change', () => activateBranch(els.branchSelect.value));
   for (const example of document.querySelectorAll('[data-testid="example"]')) {
     example.addEventListener('click', () => {
       els.input.value = example.dataset.example;

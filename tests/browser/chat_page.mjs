@@ -612,6 +612,188 @@ async function switchedChats(page) {
   };
 }
 
+// What the chat's history endpoint says for a branch (the active one without `branchId`): the
+// ids of its user and assistant messages, as the page should show them.
+async function historyIds(page, branchId) {
+  return page.evaluate(async (branch) => {
+    const session = await (await fetch('/api/dev/session')).json();
+    const query = branch ? `?branchId=${encodeURIComponent(branch)}` : '';
+    const response = await fetch(`/api/chat/${session.chatId}/history${query}`, {
+      headers: { Authorization: `Bearer ${session.token}` },
+    });
+    const body = await response.json();
+    return {
+      branchId: body.branchId,
+      ids: body.messages
+        .filter((m) => m.role === 'user' || m.role === 'assistant')
+        .map((m) => m.id),
+    };
+  }, branchId);
+}
+
+async function shownIds(page) {
+  return page
+    .locator('[data-testid="message"]')
+    .evaluateAll((nodes) => nodes.map((node) => node.dataset.messageId));
+}
+
+async function lastAssistant(page) {
+  return page.evaluate(() => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+    return nodes.length ? nodes[nodes.length - 1].dataset.messageId : null;
+  });
+}
+
+// The question card of reply `id`, once it shows: what it says.
+async function questionCard(page, id) {
+  const card = page.locator(
+    `[data-testid="message"][data-message-id="${id}"] [data-testid="question"]`,
+  );
+  await card.waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
+  return {
+    card,
+    shown: {
+      label: await bubble(page, id).then((b) => b.label),
+      status: await page
+        .locator(`[data-testid="message"][data-message-id="${id}"]`)
+        .getAttribute('data-status'),
+      question: await card.getByTestId('question-text').textContent(),
+      context: await card.getByTestId('question-context').textContent(),
+      options: await card.getByTestId('question-option').allTextContents(),
+    },
+  };
+}
+
+// 8) The model asks a question with options: one click answers it and the reply goes on with
+// the answer. Then Regenerate: a new reply on a new branch, which asks again and is answered in
+// the box for one's own words; the branch switcher goes back to the first answer and forth
+// again, the conversation shown following each time.
+async function questionAndBranches(page, outDir) {
+  const before = await lastAssistant(page);
+  await sendWithClick(
+    page,
+    '/ask_user {"question": "Which city?", "options": ["Berlin", "Lisbon"],' +
+      ' "context": "For the trip"}',
+  );
+  const first = await lastAssistantId(page, before);
+  const asked = await questionCard(page, first);
+  const questionShot = join(outDir, 'chat_page_question.png');
+  await page.screenshot({ path: questionShot });
+  const clickedAt = await page.evaluate(() => performance.now());
+  await asked.card.getByTestId('question-option').filter({ hasText: 'Berlin' }).click();
+  await asked.card.waitFor({ state: 'detached', timeout: STEP_TIMEOUT_MS });
+  await waitForStatus(page, first, 'completed');
+  const answered = await bubble(page, first);
+  const answeredMs = round((await page.evaluate(() => performance.now())) - clickedAt);
+  const branchesBefore = await page.getByTestId('branches').isVisible();
+
+  // Regenerate the reply: a new one takes its place, on a new branch.
+  const reply = page.locator(`[data-testid="message"][data-message-id="${first}"]`);
+  await reply.getByTestId('regenerate').click();
+  const second = await lastAssistantId(page, first);
+  const again = await questionCard(page, second);
+  const firstGoneOnRegenerate = (await page.locator(`[data-message-id="${first}"]`).count()) === 0;
+  await again.card.getByTestId('question-answer').fill('Berlin');
+  await again.card.getByTestId('question-send').click();
+  await again.card.waitFor({ state: 'detached', timeout: STEP_TIMEOUT_MS });
+  await waitForStatus(page, second, 'completed');
+  const regenerated = await bubble(page, second);
+
+  // The switcher shows once the chat has two branches; the new one is active.
+  const switcher = page.getByTestId('branches');
+  await switcher.waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
+  const select = page.getByTestId('branch-select');
+  await page.waitForFunction(
+    () => document.querySelectorAll('[data-testid="branch-select"] option').length === 2,
+    null,
+    { timeout: STEP_TIMEOUT_MS },
+  );
+  const options = await select.locator('option').evaluateAll((nodes) =>
+    nodes.map((node) => ({ value: node.value, text: node.textContent, selected: node.selected })),
+  );
+  const newBranch = await select.inputValue();
+  const oldBranch = options.find((option) => option.value !== newBranch).value;
+
+  const switchTo = async (branch, shows, hides) => {
+    await select.selectOption(branch);
+    await page.locator(`[data-testid="message"][data-message-id="${shows}"]`).waitFor({
+      timeout: STEP_TIMEOUT_MS,
+    });
+    await page.locator(`[data-testid="message"][data-message-id="${hides}"]`).waitFor({
+      state: 'detached',
+      timeout: STEP_TIMEOUT_MS,
+    });
+    await page.waitForFunction(
+      (value) =>
+        document.querySelector('[data-testid="branches"]').dataset.activeBranchId === value,
+      branch,
+      { timeout: STEP_TIMEOUT_MS },
+    );
+    return {
+      branch,
+      selected: await select.inputValue(),
+      shown: await shownIds(page),
+      history: await historyIds(page, null),
+      reply: await bubble(page, shows),
+    };
+  };
+  const back = await switchTo(oldBranch, first, second);
+  const branchesShot = join(outDir, 'chat_page_branches.png');
+  await page.screenshot({ path: branchesShot });
+  const forth = await switchTo(newBranch, second, first);
+  return {
+    firstReplyId: first,
+    secondReplyId: second,
+    asked: asked.shown,
+    askedAgain: again.shown,
+    answered,
+    answeredMs,
+    branchesBefore,
+    firstGoneOnRegenerate,
+    regenerated,
+    options,
+    newBranch,
+    oldBranch,
+    back,
+    forth,
+    screenshots: [questionShot, branchesShot],
+  };
+}
+
+// 9) Pause a reply while its tool runs; it stops at the next step, shows Paused, and Resume
+// with an instruction lets it finish, the instruction reaching the model.
+async function pausedTurn(page) {
+  const before = await lastAssistant(page);
+  await sendWithClick(page, '/sleep 2');
+  const id = await lastAssistantId(page, before);
+  const selector = `[data-testid="message"][data-message-id="${id}"]`;
+  await page.locator(`${selector} [data-testid="progress-chip"]`).first().waitFor({
+    timeout: STEP_TIMEOUT_MS,
+  });
+  const pauseEnabled = await page.getByTestId('pause').isEnabled();
+  await page.getByTestId('pause').click();
+  await page.waitForFunction(
+    (sel) =>
+      /Pausing/.test(document.querySelector(`${sel} [data-testid="message-label"]`)?.textContent),
+    selector,
+    { timeout: STEP_TIMEOUT_MS },
+  );
+  const pausing = await bubble(page, id);
+  await waitForStatus(page, id, 'paused');
+  const card = page.locator(`${selector} [data-testid="paused"]`);
+  await card.waitFor({ state: 'visible', timeout: STEP_TIMEOUT_MS });
+  const paused = {
+    ...(await bubble(page, id)),
+    pauseEnabled: await page.getByTestId('pause').isEnabled(),
+    cancelEnabled: await page.getByTestId('cancel').isEnabled(),
+  };
+  await card.getByTestId('resume-instruction').fill('Answer in one line');
+  await card.getByTestId('resume').click();
+  await card.waitFor({ state: 'detached', timeout: STEP_TIMEOUT_MS });
+  await waitForStatus(page, id, 'completed');
+  return { assistantMessageId: id, pauseEnabled, pausing, paused, final: await bubble(page, id) };
+}
+
 async function main() {
   mkdirSync(outDir, { recursive: true });
   const started = Date.now();
@@ -662,6 +844,8 @@ async function main() {
     const timeline = await timelineOfTurn(page, outDir);
     const restart = await restartedServer(page, problems);
     const chats = await switchedChats(page);
+    const question = await questionAndBranches(page, outDir);
+    const paused = await pausedTurn(page);
     // What carried the changes: supabase-js, over Realtime's websocket, never the SSE route.
     const transport = await page.evaluate(() => ({
       supabaseJs: typeof window.supabase?.createClient === 'function',
@@ -684,6 +868,8 @@ async function main() {
       timeline,
       restart,
       chats,
+      question,
+      paused,
       transport,
       screenshot,
       problems,

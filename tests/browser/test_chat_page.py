@@ -1,5 +1,7 @@
 """The chat page of `handoff dev` in a real Chromium: streaming, handoff, drafts, cancel,
-approvals, a reload mid-job, a reply's timeline, a server restart mid-job and switching chats.
+approvals, a reload mid-job, a reply's timeline, a server restart mid-job, switching chats, a
+question of the model answered with a click, regenerate and the branch switcher, and pause and
+resume with an instruction.
 
 `chat_page.mjs` types and clicks through the page with playwright-core driving Debian's
 Chromium and prints a report of what the page showed and when; this test starts the real
@@ -332,6 +334,79 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     assert all("vsn=2.0.0" in url for url in transport["sockets"]), transport
     assert transport["sseRequests"] == 0
 
-    shots = (report["screenshot"], handoff["backgroundScreenshot"], timeline["screenshot"])
+    # The model asks a question: its context, the question and a button per option; one click
+    # answers it, and the reply goes on with that answer.
+    question = report["question"]
+    assert question["asked"] == {
+        "label": "Waiting for your answer",
+        "status": "awaiting_input",
+        "question": "Which city?",
+        "context": "For the trip",
+        "options": ["Berlin", "Lisbon"],
+    }
+    assert question["answered"]["status"] == "completed"
+    assert "The user answered: Berlin" in question["answered"]["text"]
+    row = await message_row(logical_database_url, question["firstReplyId"])
+    assert (row["status"], row["content"]) == ("completed", question["answered"]["text"])
+    assert not question["branchesBefore"]  # one branch: no switcher
+    # Regenerate: a new reply in the first one's place, on a new branch, which asks again and is
+    # answered in the box for one's own words.
+    assert question["firstGoneOnRegenerate"]
+    assert question["askedAgain"]["options"] == ["Berlin", "Lisbon"]
+    assert "The user answered: Berlin" in question["regenerated"]["text"]
+    row = await message_row(logical_database_url, question["secondReplyId"])
+    assert (row["status"], row["content"]) == ("completed", question["regenerated"]["text"])
+    [typed] = await fetch(
+        logical_database_url,
+        "select metadata -> 'answers' as answers from public.message where id = %s",
+        question["secondReplyId"],
+    )
+    assert [a["answer"] for a in typed["answers"].values()] == ["Berlin"]
+    # The switcher lists both branches, the new one (named after its reply) chosen.
+    assert question["newBranch"] == question["secondReplyId"]
+    assert question["oldBranch"] == "main"
+    assert [o["value"] for o in question["options"]] == ["main", question["secondReplyId"]]
+    assert [o["selected"] for o in question["options"]] == [False, True]
+    assert question["options"][0]["text"].startswith("original · ")
+    assert question["options"][1]["text"].startswith("version 2 · ")
+    assert "Berlin" in question["options"][0]["text"]
+    # Back and forth: each time the page shows the active branch's history, as the API has it.
+    back, forth = question["back"], question["forth"]
+    assert back["selected"] == back["history"]["branchId"] == "main"
+    assert back["shown"] == back["history"]["ids"]
+    assert question["firstReplyId"] in back["shown"]
+    assert question["secondReplyId"] not in back["shown"]
+    assert "The user answered: Berlin" in back["reply"]["text"]
+    assert forth["selected"] == forth["history"]["branchId"] == question["secondReplyId"]
+    assert forth["shown"] == forth["history"]["ids"]
+    assert question["secondReplyId"] in forth["shown"]
+    assert question["firstReplyId"] not in forth["shown"]
+    assert forth["reply"] == question["regenerated"]
+    [active] = await fetch(
+        logical_database_url,
+        "select branch_id from public.active_branch where chat_id = %s",
+        DEMO_CHAT_ID,
+    )
+    assert active["branch_id"] == question["secondReplyId"]
+
+    # Pause while the tool runs: the reply says it is pausing, then Paused (Pause off, Cancel
+    # on); Resume with an instruction lets it finish, the model told the instruction.
+    paused = report["paused"]
+    assert paused["pauseEnabled"]
+    assert paused["pausing"]["label"] == "Pausing at its next step…"
+    assert (paused["paused"]["status"], paused["paused"]["label"]) == ("paused", "Paused")
+    assert not paused["paused"]["indicatorVisible"]
+    assert (paused["paused"]["pauseEnabled"], paused["paused"]["cancelEnabled"]) == (False, True)
+    assert paused["final"]["status"] == "completed"
+    assert "gave this instruction for the rest of it: Answer in one line" in paused["final"]["text"]
+    row = await message_row(logical_database_url, paused["assistantMessageId"])
+    assert (row["status"], row["content"]) == ("completed", paused["final"]["text"])
+
+    shots = (
+        report["screenshot"],
+        handoff["backgroundScreenshot"],
+        timeline["screenshot"],
+        *question["screenshots"],
+    )
     for shot in map(Path, shots):
         assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

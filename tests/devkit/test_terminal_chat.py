@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
 import signal
+import termios
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,14 +35,16 @@ async def dev(logical_database_url: str) -> AsyncIterator[str]:
         yield origin
 
 
-async def start_chat(origin: str, *args: str) -> asyncio.subprocess.Process:
+async def start_chat(
+    origin: str, *args: str, stdin: int = asyncio.subprocess.DEVNULL
+) -> asyncio.subprocess.Process:
     child = await asyncio.create_subprocess_exec(
         HANDOFF,
         "chat",
         "--url",
         origin,
         *args,
-        stdin=asyncio.subprocess.DEVNULL,
+        stdin=stdin,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -255,3 +260,67 @@ async def test_ctrl_c_after_the_server_died_says_the_turn_was_not_canceled(
     assert chat.status == 130
     assert "Traceback" not in chat.err
     assert chat.out.endswith(f"[not canceled: the server at {server.origin} cannot be reached]\n")
+
+
+QUESTION = (
+    '/ask_user {"question": "Which city?\\u001b[2J", "options": ["Berlin", "Lisbon"],'
+    ' "context": "For the \\u202etrip"}'
+)
+
+
+async def test_a_question_is_answered_on_the_keyboard(dev: str, logical_database_url: str) -> None:
+    # GIVEN a terminal to type on (stdin a pseudo-terminal that does not echo)
+    keyboard, terminal = pty.openpty()
+    attributes = termios.tcgetattr(terminal)
+    attributes[3] &= ~termios.ECHO
+    termios.tcsetattr(terminal, termios.TCSANOW, attributes)
+    try:
+        # WHEN the model asks a question with two options
+        child = await start_chat(dev, QUESTION, stdin=terminal)
+        asked = await read_until(child, b"Answer (1-2, or your own words): ")
+        # THEN it shows the context, the question and the numbered options, escaped
+        text = asked.decode()
+        assert "The assistant asks:\n  (For the \\u202etrip)\n  Which city?\\u001b[2J\n" in text
+        assert "    1. Berlin\n    2. Lisbon\n" in text
+        assert "\u202e" not in text
+        assert "\x1b[2J" not in text
+        # AND typing a number answers with that option
+        os.write(keyboard, b"2\n")
+        chat = await finished(child)
+    finally:
+        os.close(keyboard)
+        os.close(terminal)
+    assert chat.status == 0, chat.err
+    [reply] = await fetch(logical_database_url, REPLY_SQL)
+    assert reply["status"] == "completed"
+    assert "The user answered: Lisbon" in reply["content"]
+    assert chat.out.rstrip("\n").endswith("The user answered: Lisbon.")
+    [answers] = await fetch(
+        logical_database_url,
+        "select metadata -> 'answers' as answers from message where role = 'assistant'",
+    )
+    assert [a["answer"] for a in answers["answers"].values()] == ["Lisbon"]
+
+
+async def test_without_a_keyboard_a_question_says_where_to_answer(
+    dev: str, logical_database_url: str
+) -> None:
+    child = await start_chat(dev, QUESTION)
+    row = await wait_for_row(
+        logical_database_url,
+        "select metadata -> 'pendingQuestion' ->> 'questionId' as question from message"
+        " where status = 'awaiting_input'",
+    )
+    async with httpx.AsyncClient(base_url=dev) as http:
+        token = (await http.get("/api/dev/session")).json()["token"]
+        answered = await http.post(
+            f"/api/chat/{DEMO_CHAT_ID}/answers/{row['question']}",
+            json={"answer": "Porto, in the end"},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert answered.status_code == 202, answered.text
+    chat = await finished(child)
+    assert chat.status == 0, chat.err
+    assert "the assistant asks:\n  (For the \\u202etrip)\n  Which city?" in chat.out
+    assert f"answer it at {dev}/" in chat.out
+    assert chat.out.rstrip("\n").endswith("The user answered: Porto, in the end.")
