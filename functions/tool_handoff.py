@@ -104,7 +104,6 @@ async def run_steps(
         plan = await ctx.step.run("model-round-opening", opening, ctx.attempt, last_attempt)
     round_no = 0
     pauses = 0
-    max_questions = job.services.settings.max_questions_per_turn
     finals = 0
     while True:
         if plan["done"]:
@@ -129,58 +128,12 @@ async def run_steps(
                 logger.info("job ended while paused", extra=job.log)
                 return {"status": "stopped", "rounds": round_no}
         calls, refused = job.within_limit(plan["pending"])
-        asked = plan.get("asked", 0)
-        # Questions for the user and calls that need the user's approval wait for them, one at
-        # a time; a question's answer is its call's result.
-        answered: dict[str, ToolResult] = {}
-        decisions: dict[str, Decision] = {}
-        for call in calls:
-            if job.asks_user(call):
-                if asked >= max_questions:
-                    answered[call["id"]] = await ctx.step.run(
-                        f"refuse-question-{call['id']}", job.refuse_question, call
-                    )
-                    continue
-                asked += 1
-                answer = await await_answer(ctx, job, call)
-                if answer is None:
-                    logger.info("job canceled while awaiting an answer", extra=job.log)
-                    return {"status": "stopped", "rounds": round_no}
-                answered[call["id"]] = answer
-            elif job.needs_approval(call):
-                decided = await await_decision(ctx, job, call)
-                if decided is None:
-                    logger.info("job canceled while awaiting approval", extra=job.log)
-                    return {"status": "stopped", "rounds": round_no}
-                decisions[call["id"]] = decided
-        running = [call for call in calls if call["id"] not in answered]
-        # The round's outputs share its budget: each step's share follows from the plan alone.
-        bound = job.output_bound(len(running))
-        tool_steps = (
-            partial(
-                ctx.step.run,
-                f"tool-{call['id']}",
-                _step_body(
-                    job.run_tool,
-                    job,
-                    f"execute_tool {call['name']}",
-                    ctx.attempt,
-                    {
-                        "gen_ai.operation.name": "execute_tool",
-                        "gen_ai.tool.name": call["name"],
-                        "gen_ai.tool.call.id": call["id"],
-                    },
-                ),
-                call,
-                decisions.get(call["id"]),
-                last_attempt,
-                bound,
-            )
-            for call in running
-        )
-        ran = iter(await ctx.group.parallel(tuple(tool_steps)) if running else ())
-        # In the order the model made the calls.
-        results = [answered[c["id"]] if c["id"] in answered else next(ran) for c in calls]
+        waited = await _ask_user(ctx, job, calls, plan.get("asked", 0))
+        if waited is None:
+            logger.info("job canceled while waiting for the user", extra=job.log)
+            return {"status": "stopped", "rounds": round_no}
+        answered, decisions = waited
+        results = await _tool_results(ctx, job, calls, answered, decisions, last_attempt)
         if refused:
             results += await ctx.step.run(f"refuse-calls-{round_no}", job.refuse, refused)
         step_id = f"model-round-{round_no}"
@@ -203,6 +156,74 @@ async def run_steps(
                 return {"status": "stopped", "rounds": round_no}
             step_id = f"model-round-{round_no}-resumed-{pauses}"
         round_no += 1
+
+
+async def _ask_user(
+    ctx: inngest.Context, job: HandoffJob, calls: list[dict[str, Any]], asked: int
+) -> tuple[dict[str, ToolResult], dict[str, Decision]] | None:
+    """Questions for the user and calls that need the user's approval wait for them, one at a
+    time: the answered questions' results (an answer is its call's result) and the decisions.
+    None when the job ended while waiting."""
+    max_questions = job.services.settings.max_questions_per_turn
+    answered: dict[str, ToolResult] = {}
+    decisions: dict[str, Decision] = {}
+    for call in calls:
+        if job.asks_user(call):
+            if asked >= max_questions:
+                answered[call["id"]] = await ctx.step.run(
+                    f"refuse-question-{call['id']}", job.refuse_question, call
+                )
+                continue
+            asked += 1
+            answer = await await_answer(ctx, job, call)
+            if answer is None:
+                return None
+            answered[call["id"]] = answer
+        elif job.needs_approval(call):
+            decided = await await_decision(ctx, job, call)
+            if decided is None:
+                return None
+            decisions[call["id"]] = decided
+    return answered, decisions
+
+
+async def _tool_results(
+    ctx: inngest.Context,
+    job: HandoffJob,
+    calls: list[dict[str, Any]],
+    answered: dict[str, ToolResult],
+    decisions: dict[str, Decision],
+    last_attempt: bool,
+) -> list[ToolResult]:
+    """The round's results in the order the model made the calls: each call not answered by
+    the user runs as a step of its own, in parallel."""
+    running = [call for call in calls if call["id"] not in answered]
+    # The round's outputs share its budget: each step's share follows from the plan alone.
+    bound = job.output_bound(len(running))
+    tool_steps = (
+        partial(
+            ctx.step.run,
+            f"tool-{call['id']}",
+            _step_body(
+                job.run_tool,
+                job,
+                f"execute_tool {call['name']}",
+                ctx.attempt,
+                {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": call["name"],
+                    "gen_ai.tool.call.id": call["id"],
+                },
+            ),
+            call,
+            decisions.get(call["id"]),
+            last_attempt,
+            bound,
+        )
+        for call in running
+    )
+    ran = iter(await ctx.group.parallel(tuple(tool_steps)) if running else ())
+    return [answered[c["id"]] if c["id"] in answered else next(ran) for c in calls]
 
 
 def _step_body(
