@@ -178,17 +178,27 @@ function recordTimeline() {
 
 const round = (ms) => Math.round(ms);
 
+// The id of the last reply shown once it is none of `previous` (an id, or a list of them).
 async function lastAssistantId(page, previous) {
   const handle = await page.waitForFunction(
-    (before) => {
+    (known) => {
       const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
       const id = nodes.length ? nodes[nodes.length - 1].dataset.messageId : null;
-      return id && id !== before ? id : null;
+      return id && !known.includes(id) ? id : null;
     },
-    previous,
+    [previous].flat(),
     { timeout: STEP_TIMEOUT_MS },
   );
   return handle.jsonValue();
+}
+
+// Every reply shown now.
+async function assistantIds(page) {
+  return page.evaluate(() =>
+    [...document.querySelectorAll('[data-testid="message"][data-role="assistant"]')].map(
+      (node) => node.dataset.messageId,
+    ),
+  );
 }
 
 async function waitForStatus(page, id, status) {
@@ -689,8 +699,11 @@ async function questionAndBranches(page, outDir) {
 
   // Regenerate the reply: a new one takes its place, on a new branch.
   const reply = page.locator(`[data-testid="message"][data-message-id="${first}"]`);
+  // Regenerating takes the replaced reply off the page before the new one comes: until then
+  // the last reply shown is an older one, which must not be taken for the new one.
+  const shownBefore = await assistantIds(page);
   await reply.getByTestId('regenerate').click();
-  const second = await lastAssistantId(page, first);
+  const second = await lastAssistantId(page, shownBefore);
   const again = await questionCard(page, second);
   const firstGoneOnRegenerate = (await page.locator(`[data-message-id="${first}"]`).count()) === 0;
   await again.card.getByTestId('question-answer').fill('Berlin');
