@@ -208,3 +208,61 @@ async def test_a_turn_past_its_output_budget_runs_no_more_tools(
     assert events[-1][0] == "done"
     assert events[-1][1]["content"] == f"Let me check.\n\n{BUDGET_TEXT}"
     assert len(fake.requests) == 1
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_an_answer_past_its_time_budget_stops_the_providers_stream_and_is_stored(
+    database_url: str, model: str
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    auth = token_for(user_id)
+    # GIVEN a quick path that may stream for 0.5 s, and a provider answer of 40 chunks 50 ms apart
+    async with stack_on(database_url, model, quick_budget_s=0.5) as (stack, fake):
+        fake.script(Reply(text=[f"w{i} " for i in range(40)], chunk_delay_ms=50))
+        events = await stack.respond(auth, {"chatId": str(chat_id), "content": "Tell me a lot."})
+        shown = "".join(tokens(events))
+        # THEN the answer stops there, stored with the plain note, the stream ending `done`
+        assert 0 < len(shown.split()) < 40
+        assert events[-1][0] == "done"
+        assert events[-1][1]["content"] == f"{shown}\n\n{CUT_SHORT_TEXT['time']}"
+        row = await reply_row(database_url, events[-1][1]["assistantMessageId"])
+        assert (row["status"], row["content"]) == ("completed", events[-1][1]["content"])
+        # AND the next turn sends the provider what was shown, as the assistant's answer
+        fake.script(Reply(text=["Sure."]))
+        await stack.respond(auth, {"chatId": str(chat_id), "content": "Go on."})
+    assert shown.strip() in str(fake.bodies(provider_of(model))[-1]["messages"])
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_a_question_to_the_user_is_answered_and_the_provider_reads_the_answer(
+    database_url: str, model: str
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    auth = token_for(user_id)
+    question = {"question": "Which city?", "options": ["Berlin", "Lisbon"], "context": "A trip"}
+    async with stack_on(database_url, model) as (stack, fake):
+        fake.script(
+            Reply(text=["Let me ask."], tool_calls=[ToolCall("ask_user", question)]),
+            Reply(text=["Lisbon it is."]),
+        )
+        # GIVEN the model asks the user, through the provider's own tool call
+        events = await stack.respond(auth, {"chatId": str(chat_id), "content": "Plan a trip."})
+        assert events[-1][0] == "handoff"
+        reply_id = events[-1][1]["assistantMessageId"]
+        await stack.executor.wait_idle()
+        row = await reply_row(database_url, reply_id)
+        assert row["status"] == "awaiting_input"
+        pending = row["metadata"]["pendingQuestion"]
+        assert (pending["question"], pending["options"]) == ("Which city?", ["Berlin", "Lisbon"])
+        # WHEN the user answers
+        response = await stack.http.post(
+            f"/api/chat/{chat_id}/answers/{pending['questionId']}",
+            json={"answer": "Lisbon"},
+            headers={"Authorization": f"Bearer {auth}"},
+        )
+        assert response.status_code == 202, response.text
+        await stack.executor.wait_idle()
+    # THEN the reply completes, and the provider was sent the answer as the call's result
+    row = await reply_row(database_url, reply_id)
+    assert (row["status"], row["content"]) == ("completed", "Let me ask.\n\nLisbon it is.")
+    assert "Lisbon" in str(fake.bodies(provider_of(model))[-1]["messages"][-1])
