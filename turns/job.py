@@ -137,30 +137,9 @@ class HandoffJob:
             text = declined_text(call, decision)
             declined = ToolResult(id=call["id"], name=call["name"], content=text)
             return await self._keep(declined)
-        timeout_s = self.services.settings.tool_timeout_s
-        # The step must end before the platform's timeout does: a tool that runs past its time
-        # is stopped (a synchronous tool's thread runs on unobserved; its output is dropped).
-        deadline = asyncio.timeout(timeout_s)
-        try:
-            async with deadline:
-                content = await self._invoke(call, approved=decision is not None)
-        except ToolCallFailed as failed:
-            error = ToolResult(
-                id=call["id"], name=call["name"], content=str(failed), status="error"
-            )
-            return await self._keep(error)
-        except Exception as exc:
-            if deadline.expired():
-                logger.warning(
-                    "tool stopped after its time budget", extra={**self.log, "timeout_s": timeout_s}
-                )
-                return await self._keep(timed_out(call, timeout_s))
-            if not last_attempt:
-                raise
-            logger.exception("tool failed on its last attempt", extra=self.log)
-            text = f"Error: {call['name']} failed ({type(exc).__name__}) on every retry."
-            error = ToolResult(id=call["id"], name=call["name"], content=text, status="error")
-            return await self._keep(error)
+        content = await self._output(call, decision is not None, last_attempt)
+        if not isinstance(content, str):
+            return await self._keep(content)  # the error result the model reads instead
         result = ToolResult(id=call["id"], name=call["name"], content=content)
         shrunk = await self.large_outputs.shrink(
             job_key=self.job_key,
@@ -173,6 +152,32 @@ class HandoffJob:
             result["content"], result["artifact"] = shrunk["content"], shrunk["artifact"]
             result["note"] = shrunk["note"]
         return await self._keep(result)
+
+    async def _output(
+        self, call: dict[str, Any], approved: bool, last_attempt: bool
+    ) -> str | ToolResult:
+        """The tool's output, or the error result the model reads instead; raises a failure
+        that a later attempt may mend."""
+        timeout_s = self.services.settings.tool_timeout_s
+        # The step must end before the platform's timeout does: a tool that runs past its time
+        # is stopped (a synchronous tool's thread runs on unobserved; its output is dropped).
+        deadline = asyncio.timeout(timeout_s)
+        try:
+            async with deadline:
+                return await self._invoke(call, approved=approved)
+        except ToolCallFailed as failed:
+            return ToolResult(id=call["id"], name=call["name"], content=str(failed), status="error")
+        except Exception as exc:
+            if deadline.expired():
+                logger.warning(
+                    "tool stopped after its time budget", extra={**self.log, "timeout_s": timeout_s}
+                )
+                return timed_out(call, timeout_s)
+            if not last_attempt:
+                raise
+            logger.exception("tool failed on its last attempt", extra=self.log)
+            text = f"Error: {call['name']} failed ({type(exc).__name__}) on every retry."
+            return ToolResult(id=call["id"], name=call["name"], content=text, status="error")
 
     async def _keep(self, result: ToolResult) -> ToolResult:
         """Store a call's result, counted by tool and status; the stored one (first wins)."""
