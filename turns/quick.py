@@ -127,24 +127,7 @@ async def _stream_and_store(
 ) -> bool:
     """True when the turn handed off to the background."""
     pool = await services.pool()
-    settings = services.settings
-    graph_input = await opening(run, turn)
-    # Another tab, a reload and Realtime subscribers see the text as it streams.
-    draft = DraftWriter(
-        pool,
-        message_id=turn.reply_id,
-        chat_id=turn.chat_id,
-        interval=settings.draft_interval_ms / 1000,
-        max_bytes=settings.draft_max_bytes,
-        transport=settings.draft_transport,
-        best_effort=True,
-    )
-    async for text in run.text(graph_input, deadline):
-        await emit("token", {"text": text})
-        if not draft.text:
-            telemetry.FIRST_TOKEN.record(telemetry.since(started))
-        await draft.append(text)
-    telemetry.DRAFT_WRITES.record(draft.writes, {"handoff.path": "quick"})
+    draft = await _stream(turn, services, emit, run, deadline, started)
     state = await run.state()
     snapshot = render_agent_snapshot(state_values(state))
     if snapshot.cut_short == "time":
@@ -184,6 +167,28 @@ async def _stream_and_store(
     except Exception:
         logger.exception("handoff event not sent; left in the outbox", extra=turn.log)
     return True
+
+
+async def _stream(
+    turn: Turn, services: Services, emit: Emit, run: Run, deadline: float, started: float
+) -> DraftWriter:
+    """Relay the answer's tokens, each then into the reply's draft, until the answer pauses,
+    ends or runs out of time; the draft, holding all that was shown."""
+    # Another tab, a reload and Realtime subscribers see the text as it streams.
+    draft = DraftWriter.for_reply(
+        await services.pool(),
+        services.settings,
+        message_id=turn.reply_id,
+        chat_id=turn.chat_id,
+        best_effort=True,
+    )
+    async for text in run.text(await opening(run, turn), deadline):
+        await emit("token", {"text": text})
+        if not draft.text:
+            telemetry.FIRST_TOKEN.record(telemetry.since(started))
+        await draft.append(text)
+    telemetry.DRAFT_WRITES.record(draft.writes, {"handoff.path": "quick"})
+    return draft
 
 
 async def _store(

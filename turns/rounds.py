@@ -246,15 +246,13 @@ class Rounds:
 
     async def _draft(self, run: Run, graph_input: AgentState | None, prefix: str) -> None:
         settings = self.services.settings
-        writer = DraftWriter(
+        writer = DraftWriter.for_reply(
             await self.services.pool(),
+            settings,
             message_id=self.turn.reply_id,
             chat_id=self.turn.chat_id,
             # The draft is the whole message: earlier text, then this round's paragraph.
             text=prefix,
-            interval=settings.draft_interval_ms / 1000,
-            max_bytes=settings.draft_max_bytes,
-            transport=settings.draft_transport,
         )
         await writer.start()
         deadline = asyncio.get_running_loop().time() + settings.round_budget_s

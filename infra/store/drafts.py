@@ -30,6 +30,7 @@ from uuid import UUID
 
 from infra import telemetry
 from infra.db import Conn, Pool
+from infra.settings import Settings
 from infra.store.ids import ChatId, MessageId
 
 logger = logging.getLogger(__name__)
@@ -147,6 +148,30 @@ class DraftWriter:
         # fail the caller (a round is then run again) as when it is written at once.
         self._failure: Exception | None = None
         self.writes = 0
+
+    @classmethod
+    def for_reply(
+        cls,
+        pool: Pool,
+        settings: Settings,
+        *,
+        message_id: MessageId,
+        chat_id: ChatId,
+        text: str = "",
+        best_effort: bool = False,
+    ) -> DraftWriter:
+        """A writer with the deployment's cadence and transport (DRAFT_INTERVAL_MS,
+        DRAFT_MAX_BYTES, DRAFT_TRANSPORT)."""
+        return cls(
+            pool,
+            message_id=message_id,
+            chat_id=chat_id,
+            text=text,
+            interval=settings.draft_interval_ms / 1000,
+            max_bytes=settings.draft_max_bytes,
+            transport=settings.draft_transport,
+            best_effort=best_effort,
+        )
 
     @property
     def text(self) -> str:
