@@ -48,16 +48,16 @@ def anchors(page: Path) -> set[str]:
 
 
 def links(page: Path) -> list[str]:
-    # Code spans are kept here: a link's text may be `code`.
-    targets: list[str] = []
+    """The targets of the links outside fenced code; a link's text may run over two lines."""
+    prose: list[str] = []
     fenced = False
     for line in page.read_text().splitlines():
         if FENCE.match(line):
             fenced = not fenced
-            continue
-        if not fenced:
-            targets.extend(LINK.findall(line))
-    return targets
+            prose.append("")
+        elif not fenced:
+            prose.append(line)
+    return LINK.findall("\n".join(prose))
 
 
 def broken(page: Path, target: str) -> str | None:
