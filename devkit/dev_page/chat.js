@@ -4,7 +4,7 @@
 // EventSource cannot POST). Whatever continues in the background arrives as row changes of
 // `message` and `message_draft`, through Supabase Realtime with supabase-js (its browser build,
 // vendor/supabase.js, which index.html loads as the `supabase` global), subscribed as the
-// README tells a production frontend to; the dev server speaks Realtime's protocol.
+// docs/realtime.md tells a production frontend to; the dev server speaks Realtime's protocol.
 
 const ASSISTANT_ID = 'default';
 // A reply still being written, by the quick path or in the background.
