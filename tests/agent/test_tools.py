@@ -249,7 +249,7 @@ async def test_send_email_sends_once_per_call_however_often_the_call_runs() -> N
     # THEN the call's email went out once, keyed by its id, and the other call's too
     assert again.content == first.content
     assert len(MAILER.sent_to(to)) == 2
-    assert MAILER.requests(call["id"]) == 2
+    assert MAILER.requests(str(call["id"])) == 2
 
 
 def test_send_email_cannot_run_without_its_call_id() -> None:
