@@ -14,8 +14,10 @@ import operator
 from collections.abc import Callable
 from typing import Annotated, Any
 
-from langchain_core.tools import BaseTool, tool
+from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 from pydantic import AfterValidator, Field, WithJsonSchema, validate_email
+
+from agent.mail import MAILER
 
 
 class ToolInputError(ValueError):
@@ -160,8 +162,16 @@ EmailAddress = Annotated[
 
 
 @tool
-async def send_email(to: EmailAddress, subject: str, body: str = "") -> str:
+async def send_email(
+    to: EmailAddress,
+    subject: str,
+    tool_call_id: Annotated[str, InjectedToolCallId],
+    body: str = "",
+) -> str:
     """Send an email (simulated: nothing leaves the process). Runs once the user approves."""
+    # A call may run twice (its process died before its result was stored): the call's id,
+    # the same on every run, is the send's idempotency key, so the email goes out once.
+    MAILER.send(idempotency_key=tool_call_id, to=to, subject=subject, body=body)
     return f"Email to {to} sent (simulated), subject {subject!r}, {len(body)} characters."
 
 

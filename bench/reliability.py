@@ -22,6 +22,7 @@ from bench.stats import Table
 from tests.databases import fresh_database, migrated_template, resolve_server_url
 from tests.pg_servers import restartable_postgres
 from tests.reliability.db_fault_scenarios import pgbouncer_run, postgres_restart_run
+from tests.reliability.enqueued_scenarios import ENQUEUED_SCENARIOS
 from tests.reliability.scenarios import SCENARIOS, Databases, Figures, Scenario
 
 DB_FAULTS = ("postgres restart mid-run", "through pgbouncer (transaction)")
@@ -84,7 +85,12 @@ async def run_all(runs: int, only: Sequence[str] | None) -> list[Row]:
         async def bouncer(_: Databases) -> list[Figures]:
             return [await pgbouncer_run(server, template)]
 
-        scenarios: dict[str, Scenario] = {**SCENARIOS, DB_FAULTS[0]: restart, DB_FAULTS[1]: bouncer}
+        scenarios: dict[str, Scenario] = {
+            **SCENARIOS,
+            **ENQUEUED_SCENARIOS,
+            DB_FAULTS[0]: restart,
+            DB_FAULTS[1]: bouncer,
+        }
         for name, scenario in scenarios.items():
             if only and name not in only:
                 continue
@@ -107,7 +113,9 @@ async def run_all(runs: int, only: Sequence[str] | None) -> list[Row]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--only", action="append", choices=[*SCENARIOS, *DB_FAULTS])
+    parser.add_argument(
+        "--only", action="append", choices=[*SCENARIOS, *ENQUEUED_SCENARIOS, *DB_FAULTS]
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
     rows = asyncio.run(run_all(args.runs, args.only))

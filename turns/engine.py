@@ -209,6 +209,14 @@ def check_schema(state: StateSnapshot) -> None:
         )
 
 
+def began(state: StateSnapshot, turn: Turn) -> bool:
+    """Whether `state`'s thread holds the turn's message: a round that opened it is stored."""
+    if turn.user_message_id is None:
+        return False
+    message_id = str(turn.user_message_id)
+    return any(m.id == message_id for m in state_values(state).get("messages", []))
+
+
 async def opening(run: Run, turn: Turn) -> AgentState:
     """The input that begins the turn: the user's message, after answers to any calls that a
     canceled job never ran (a model must see every call answered)."""

@@ -37,7 +37,7 @@ from infra.runtime import Services
 from infra.store import branches, jobs, messages, pauses, steers, usage
 from infra.store.drafts import DraftWriter
 from infra.store.tool_results import ToolResult
-from turns.engine import Run, load_run, opening, spent, store_run
+from turns.engine import Run, began, load_run, opening, spent, store_run
 from turns.failures import JobFailed, RetryLater
 from turns.turn import Turn
 
@@ -110,8 +110,14 @@ class Rounds:
 
     async def open(self, attempt: int = 0, last_attempt: bool = False) -> Plan:
         """The first round of an enqueued message's turn, from the active branch's head;
-        messages steered into the turn before it began follow its own."""
+        messages steered into the turn before it began follow its own.
+
+        Once this round is stored, the head is the turn's own: a re-run of the step (its output
+        lost, or the job run afresh after its process died) plans from there. Run again, it
+        would answer the turn's pending calls as those of a canceled turn, never run them."""
         run = await self._load(opens=True)
+        if began(await run.state(), self.turn):
+            return await self._store(run, opened=False)
         graph_input = await opening(run, self.turn)
         graph_input["messages"] = [*graph_input["messages"], *await self._steered(run)]
         await self._stream(run, graph_input, "", attempt, last_attempt)

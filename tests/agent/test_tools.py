@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Any
 
 import pytest
+from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ValidationError
 
+from agent.mail import MAILER
 from agent.threads import DEFAULT_ASSISTANT_ID, thread_config, thread_key
 from agent.tools import (
     MAX_EXPRESSION_CHARS,
@@ -25,6 +28,16 @@ from agent.tools import (
     send_email,
     sleep,
 )
+
+
+def email_call(args: dict[str, Any]) -> ToolCall:
+    """A model's call of send_email, as the background job invokes a tool."""
+    return {
+        "name": "send_email",
+        "args": args,
+        "id": f"call_{uuid.uuid4().hex}",
+        "type": "tool_call",
+    }
 
 
 def run_calc(expression: str) -> str:
@@ -214,12 +227,35 @@ def test_only_send_email_needs_approval() -> None:
 )
 async def test_send_email_refuses_an_address_that_is_not_one(address: str) -> None:
     with pytest.raises(ValidationError, match="to"):
-        await send_email.ainvoke({"to": address, "subject": "Hi"})
+        await send_email.ainvoke(email_call({"to": address, "subject": "Hi"}))
 
 
 async def test_send_email_takes_an_address_in_its_normal_form() -> None:
-    sent = await send_email.ainvoke({"to": "Ada.Lovelace+notes@Example.COM", "subject": "Hi"})
-    assert sent.startswith("Email to Ada.Lovelace+notes@example.com sent")
+    sent = await send_email.ainvoke(
+        email_call({"to": "Ada.Lovelace+notes@Example.COM", "subject": "Hi"})
+    )
+    assert isinstance(sent, ToolMessage)
+    assert str(sent.content).startswith("Email to Ada.Lovelace+notes@example.com sent")
+
+
+async def test_send_email_sends_once_per_call_however_often_the_call_runs() -> None:
+    # GIVEN one call, run twice (as after a crash before its result was stored), and another
+    to = f"ada+{uuid.uuid4().hex}@example.com"
+    call = email_call({"to": to, "subject": "Minutes"})
+    other = email_call({"to": to, "subject": "Minutes"})
+    first = await send_email.ainvoke(call)
+    again = await send_email.ainvoke(call)
+    await send_email.ainvoke(other)
+    # THEN the call's email went out once, keyed by its id, and the other call's too
+    assert again.content == first.content
+    assert len(MAILER.sent_to(to)) == 2
+    assert MAILER.requests(str(call["id"])) == 2
+
+
+def test_send_email_cannot_run_without_its_call_id() -> None:
+    # The key must come with the call: a bare invocation has none to give.
+    with pytest.raises(ValueError, match="ToolCall"):
+        send_email.invoke({"to": "ada@example.com", "subject": "Hi"})
 
 
 def test_the_model_is_told_the_recipient_is_an_email_address() -> None:
