@@ -110,11 +110,19 @@ async def test_resending_the_same_user_message_id_does_not_double_it(database_ur
     user_id, chat_id = await create_user_with_chat(database_url)
     body = {"chatId": str(chat_id), "content": "hi", "userMessageId": str(uuid.uuid4())}
     async with running_stack(database_url) as stack:
-        await stack.respond(token_for(user_id), body)
+        first = await stack.respond(token_for(user_id), body)
         response = await post(stack, body, token_for(user_id))
     assert_error(response, 409, "duplicate_message")
-    rows = await fetch(database_url, "select role from message")
-    assert sorted(r["role"] for r in rows) == ["assistant", "user"]
+    # The first send stands as it was: one message, one reply, and the repeat changed neither.
+    metadata, done = first[0][1], first[-1][1]
+    assert first[-1][0] == "done"
+    rows = await fetch(
+        database_url, "select id, role, content, status from message order by created_at"
+    )
+    assert [(str(r["id"]), r["role"], r["content"], r["status"]) for r in rows] == [
+        (metadata["userMessageId"], "user", "hi", "completed"),
+        (done["assistantMessageId"], "assistant", done["content"], "completed"),
+    ]
 
 
 async def test_inngest_endpoint_rejects_unsigned_and_wrongly_signed_calls(
