@@ -25,7 +25,12 @@ from starlette.types import ASGIApp
 
 from agent.threads import thread_config, thread_key
 from devkit.app import create_dev_app
-from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
+from devkit.local_inngest import (
+    LocalInngest,
+    loopback_socket,
+    serve_asgi_together,
+    socket_origin,
+)
 from devkit.local_inngest.runs import RunRecord
 from infra.db import connect
 from infra.settings import Settings
@@ -218,8 +223,7 @@ async def running_stack(
     intake = wrap_intake(executor.intake) if wrap_intake else executor.intake
     async with (
         executor,
-        serve_asgi(intake, intake_sock),
-        serve_asgi(app, app_sock),
+        serve_asgi_together((intake, intake_sock), (app, app_sock)),
         httpx.AsyncClient(base_url=origin, timeout=30) as http,
     ):
         yield Stack(origin, app, settings, executor, http, database_url)
