@@ -27,11 +27,27 @@ def with_database(url: str, name: str) -> str:
     return make_conninfo(url, dbname=name)
 
 
+# The embedded test server is a throwaway server, as tests/pg_servers.py's are: without fsync,
+# the checkpoint that every DROP DATABASE waits for (one per test) takes milliseconds, not the
+# second or more it takes to flush a busy server's files. Both settings apply on reload, and
+# ALTER SYSTEM keeps them in the test data directory only.
+THROWAWAY_SQL = (
+    "alter system set fsync = off",
+    "alter system set full_page_writes = off",
+    "select pg_reload_conf()",
+)
+
+
 def resolve_server_url() -> str:
+    """DATABASE_URL's server as it is, else the embedded test server, set up as a throwaway."""
     url = Settings().database_url
     if url:
         return url
-    return start_embedded_postgres(Path(tempfile.gettempdir()) / f"handoff-test-pg-{os.getuid()}")
+    url = start_embedded_postgres(Path(tempfile.gettempdir()) / f"handoff-test-pg-{os.getuid()}")
+    with psycopg.connect(url, autocommit=True) as conn:
+        for statement in THROWAWAY_SQL:
+            conn.execute(statement)
+    return url
 
 
 async def _admin(server_url: str, statement: sql.Composed) -> None:

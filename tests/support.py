@@ -25,7 +25,12 @@ from starlette.types import ASGIApp
 
 from agent.threads import thread_config, thread_key
 from devkit.app import create_dev_app
-from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
+from devkit.local_inngest import (
+    LocalInngest,
+    loopback_socket,
+    serve_asgi_together,
+    socket_origin,
+)
 from devkit.local_inngest.runs import RunRecord
 from infra.db import connect
 from infra.settings import Settings
@@ -144,18 +149,13 @@ async def durable_messages(
 
 
 @dataclass
-class Stack:
-    origin: str
+class Api:
+    """The app as a client sees it: over HTTP, in-process or on a server."""
+
     app: FastAPI
     settings: Settings
-    executor: LocalInngest
     http: httpx.AsyncClient
     database_url: str
-
-    def handoff_run(self) -> RunRecord:
-        """The one `tool-handoff` run the executor made."""
-        [run] = [r for r in self.executor.runs() if r.function_id.endswith("tool-handoff")]
-        return run
 
     async def respond(self, token: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """POST /api/chat/respond and read the whole SSE stream."""
@@ -170,6 +170,17 @@ class Stack:
             return parse_sse(await response.aread())
 
 
+@dataclass
+class Stack(Api):
+    origin: str
+    executor: LocalInngest
+
+    def handoff_run(self) -> RunRecord:
+        """The one `tool-handoff` run the executor made."""
+        [run] = [r for r in self.executor.runs() if r.function_id.endswith("tool-handoff")]
+        return run
+
+
 def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
     events: list[tuple[str, dict[str, Any]]] = []
     for block in raw.decode().split("\n\n"):
@@ -178,6 +189,36 @@ def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
         fields = dict(line.split(": ", 1) for line in block.splitlines())
         events.append((fields["event"], json.loads(fields["data"])))
     return events
+
+
+def settings_for(database_url: str, inngest_origin: str, **overrides: Any) -> Settings:
+    fields: dict[str, Any] = {
+        "database_url": database_url,
+        "supabase_jwt_secret": JWT_SECRET,
+        "inngest_base_url": inngest_origin,
+        "inngest_signing_key": f"signkey-test-{secrets.token_hex(32)}",
+        "inngest_event_key": secrets.token_hex(16),
+        "scripted_token_delay_ms": 0,
+    }
+    return Settings.model_validate(fields | overrides)
+
+
+@asynccontextmanager
+async def in_process_app(database_url: str, **settings_overrides: Any) -> AsyncIterator[Api]:
+    """The real app in this process through httpx's ASGI transport, its lifespan included, for
+    tests that need only HTTP: no server, no executor, no websocket (0.06 s against about 0.5 s
+    for a running stack). Inngest is a port nobody listens on, so a test that sends an event
+    belongs on `running_stack` and fails loudly here."""
+    closed = loopback_socket()
+    settings = settings_for(database_url, socket_origin(closed), **settings_overrides)
+    closed.close()
+    app = create_dev_app(settings)
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://testserver", timeout=30) as http,
+    ):
+        yield Api(app, settings, http, database_url)
 
 
 @asynccontextmanager
@@ -192,17 +233,11 @@ async def running_stack(
 
     `wrap_intake` wraps the executor's event intake (a bench times when events arrive)."""
     intake_sock, app_sock = loopback_socket(), loopback_socket()
-    signing_key = f"signkey-test-{secrets.token_hex(32)}"
-    event_key = secrets.token_hex(16)
-    fields: dict[str, Any] = {
-        "database_url": database_url,
-        "supabase_jwt_secret": JWT_SECRET,
-        "inngest_base_url": socket_origin(intake_sock),
-        "inngest_signing_key": signing_key,
-        "inngest_event_key": event_key,
-        "scripted_token_delay_ms": 0,
-    }
-    settings = Settings.model_validate(fields | settings_overrides)
+    settings = settings_for(database_url, socket_origin(intake_sock), **settings_overrides)
+    assert settings.inngest_signing_key is not None
+    assert settings.inngest_event_key is not None
+    signing_key = settings.inngest_signing_key.get_secret_value()
+    event_key = settings.inngest_event_key.get_secret_value()
     app = create_dev_app(settings, tools=tools)
     origin = socket_origin(app_sock)
     executor = LocalInngest(
@@ -218,8 +253,7 @@ async def running_stack(
     intake = wrap_intake(executor.intake) if wrap_intake else executor.intake
     async with (
         executor,
-        serve_asgi(intake, intake_sock),
-        serve_asgi(app, app_sock),
+        serve_asgi_together((intake, intake_sock), (app, app_sock)),
         httpx.AsyncClient(base_url=origin, timeout=30) as http,
     ):
-        yield Stack(origin, app, settings, executor, http, database_url)
+        yield Stack(app, settings, http, database_url, origin, executor)

@@ -80,7 +80,8 @@ Modules: ``executor`` (``LocalInngest``: events in, cancellation, the handles te
 hold), ``driver`` (one run's requests, retries and memos), ``limits``, ``waits``,
 ``expressions`` (and durations), ``targets`` (function configs), ``transport`` (one signed
 call to the serve endpoint), ``intake`` (the Event API, dedup), ``runs`` (run state,
-``RunRecord``), ``signing``, ``server`` (``serve_asgi`` and loopback sockets).
+``RunRecord``), ``signing``, ``server`` (``serve_asgi``, ``serve_asgi_together``, loopback
+sockets).
 """
 
 from devkit.local_inngest.driver import FUNCTION_FAILED_EVENT
@@ -92,7 +93,12 @@ from devkit.local_inngest.executor import (
 from devkit.local_inngest.expressions import UnsupportedExpression
 from devkit.local_inngest.limits import Limits
 from devkit.local_inngest.runs import FUNCTION_ATTEMPT_KEY, RunRecord, RunStatus
-from devkit.local_inngest.server import loopback_socket, serve_asgi, socket_origin
+from devkit.local_inngest.server import (
+    loopback_socket,
+    serve_asgi,
+    serve_asgi_together,
+    socket_origin,
+)
 from devkit.local_inngest.signing import sign_body
 from devkit.local_inngest.targets import DEFAULT_RETRIES
 from devkit.local_inngest.waits import WaitRecord
@@ -111,6 +117,7 @@ __all__ = [
     "WaitRecord",
     "loopback_socket",
     "serve_asgi",
+    "serve_asgi_together",
     "sign_body",
     "socket_origin",
 ]

@@ -29,11 +29,28 @@ def socket_origin(sock: socket.socket) -> str:
 
 
 class _EmbeddedServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.stopping = asyncio.Event()
+
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         # An embedded server must not take over the host process's SIGINT/SIGTERM;
         # nested servers would also restore each other's handlers in the wrong order.
         yield
+
+    async def main_loop(self) -> None:
+        # uvicorn's loop notices `should_exit` at its next 0.1 s tick; its owner, who waits for
+        # it to stop, wakes it at once instead. The ticks still run (the Date header).
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.stopping.wait(), 0.1)
+
+    def stop(self) -> None:
+        self.should_exit = True
+        self.stopping.set()
 
 
 @contextlib.asynccontextmanager
@@ -41,18 +58,35 @@ async def serve_asgi(
     app: ASGIApp, sock: socket.socket | None = None, startup_timeout: float = 10.0
 ) -> AsyncIterator[str]:
     """Run ``app`` with uvicorn on the current loop; yields its ``http://host:port``."""
-    sock = sock or loopback_socket()
-    config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)
-    server = _EmbeddedServer(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]))
+    async with serve_asgi_together(
+        (app, sock or loopback_socket()), startup_timeout=startup_timeout
+    ) as (origin,):
+        yield origin
+
+
+@contextlib.asynccontextmanager
+async def serve_asgi_together(
+    *apps: tuple[ASGIApp, socket.socket], startup_timeout: float = 10.0
+) -> AsyncIterator[list[str]]:
+    """Run each app under its own uvicorn; yields their origins, in order.
+
+    They stop together, so their graceful shutdowns (a fixed 0.1 s each in uvicorn, then the
+    apps' lifespans) overlap rather than add up."""
+    servers: list[tuple[_EmbeddedServer, asyncio.Task[None], socket.socket]] = []
     try:
+        for app, sock in apps:
+            config = uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2)
+            server = _EmbeddedServer(config)
+            servers.append((server, asyncio.create_task(server.serve(sockets=[sock])), sock))
         deadline = time.monotonic() + startup_timeout
-        while not server.started:
-            if task.done() or time.monotonic() > deadline:
+        while not all(server.started for server, _, _ in servers):
+            if any(task.done() for _, task, _ in servers) or time.monotonic() > deadline:
                 raise RuntimeError("uvicorn did not start")
             await asyncio.sleep(0.01)
-        yield socket_origin(sock)
+        yield [socket_origin(sock) for _, _, sock in servers]
     finally:
-        server.should_exit = True
-        await task
-        sock.close()
+        for server, _, _ in servers:
+            server.stop()
+        await asyncio.gather(*(task for _, task, _ in servers))
+        for _, _, sock in servers:
+            sock.close()

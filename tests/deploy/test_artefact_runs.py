@@ -143,12 +143,12 @@ def test_run_sh_serves_healthz_for_the_web_adapter(respond_server: str) -> None:
         assert httpx.get(f"{respond_server}{path}", timeout=2).status_code == 404, path
 
 
-def test_the_inngest_handler_answers_a_function_url_event(
+def test_the_inngest_handler_refuses_an_unsigned_function_url_event(
     tasks: dict[str, Path], bare_python: Path
 ) -> None:
     # GIVEN the inngest artefact, WHEN the Lambda runtime imports functions.lambda_inngest and
-    # calls its handler with an unsigned Function URL request, THEN the endpoint answers it (and
-    # refuses it: only Inngest's signed calls get the function list)
+    # calls its handler with an unsigned Function URL request, THEN the endpoint refuses it: only
+    # Inngest's signed calls get the function list
     event = {
         "version": "2.0",
         "routeKey": "$default",
@@ -174,7 +174,10 @@ def test_the_inngest_handler_answers_a_function_url_event(
     )
     result = run_in_task(tasks["inngest"], bare_python, script, stdin=json.dumps(event))
     response = json.loads(result.stdout.strip().splitlines()[-1])
-    assert response["statusCode"] < 500, response
+    # The function list is Inngest's only: an unsigned call gets the SDK's refusal and nothing
+    # about the app.
+    assert response["statusCode"] == 401, response
+    assert json.loads(response["body"]) == {"message": "Unauthorized"}
 
 
 @pytest.mark.parametrize("artefact", ["respond", "inngest"])

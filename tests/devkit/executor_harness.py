@@ -12,7 +12,13 @@ import fastapi
 import inngest
 import inngest.fast_api
 
-from devkit.local_inngest import Limits, LocalInngest, loopback_socket, serve_asgi, socket_origin
+from devkit.local_inngest import (
+    Limits,
+    LocalInngest,
+    loopback_socket,
+    serve_asgi_together,
+    socket_origin,
+)
 
 SERVE_PATH = "/api/inngest"
 
@@ -65,7 +71,6 @@ async def served_functions(
     )
     async with (
         local,
-        local.serve_intake(intake_sock) as intake_origin,
-        serve_asgi(app, app_sock),
+        serve_asgi_together((local.intake, intake_sock), (app, app_sock)) as (intake_origin, _),
     ):
         yield Served(client, local, intake_origin, serve_url, signing_key, event_key)

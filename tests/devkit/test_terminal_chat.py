@@ -35,6 +35,12 @@ async def dev(logical_database_url: str) -> AsyncIterator[str]:
         yield origin
 
 
+def default_ctrl_c() -> None:
+    """Ctrl-C as a terminal delivers it, even when the suite runs with SIGINT ignored (a shell's
+    background job), which a child would otherwise inherit."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def start_chat(
     origin: str, *args: str, stdin: int = asyncio.subprocess.DEVNULL
 ) -> asyncio.subprocess.Process:
@@ -47,6 +53,7 @@ async def start_chat(
         stdin=stdin,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        preexec_fn=default_ctrl_c,
     )
     STARTED.append(child)
     return child

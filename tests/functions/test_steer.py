@@ -137,7 +137,24 @@ async def test_a_steer_into_an_idle_chat_is_an_ordinary_turn(database_url: str) 
     user_id, chat_id = await create_user_with_chat(database_url)
     async with running_stack(database_url) as stack:
         events = await send(stack, token_for(user_id), chat_id, "hello")
-    assert events[-1][0] == "done"
+    # An ordinary turn: no strategy applied, answered on the quick path, one job that ended
+    assert "strategy" not in events[0][1]
+    name, done = events[-1]
+    assert name == "done"
+    assert done["content"].endswith('You said: "hello"')
+    rows = await fetch(
+        database_url, "select role, content, status from message order by created_at"
+    )
+    assert [(r["role"], r["status"]) for r in rows] == [
+        ("user", "completed"),
+        ("assistant", "completed"),
+    ]
+    assert rows[1]["content"] == done["content"]
+    assert [r["status"] for r in await fetch(database_url, "select status from job_runs")] == [
+        "completed"
+    ]
+    [user] = await fetch(database_url, "select metadata from message where role = 'user'")
+    assert "steeredInto" not in user["metadata"]
 
 
 async def test_a_steer_into_another_users_chat_is_404(database_url: str) -> None:

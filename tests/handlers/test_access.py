@@ -9,7 +9,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
+from tests.support import (
+    Api,
+    create_user_with_chat,
+    fetch,
+    in_process_app,
+    running_stack,
+    token_for,
+)
 
 
 def assert_error(response: httpx.Response, status: int, code: str) -> None:
@@ -20,7 +27,7 @@ def assert_error(response: httpx.Response, status: int, code: str) -> None:
     assert "Traceback" not in response.text
 
 
-async def post(stack: Stack, body: Any, token: str | None) -> httpx.Response:
+async def post(stack: Api, body: Any, token: str | None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return await stack.http.post("/api/chat/respond", json=body, headers=headers)
 
@@ -39,7 +46,7 @@ async def post(stack: Stack, body: Any, token: str | None) -> httpx.Response:
 )
 async def test_bad_tokens_get_401(database_url: str, make_token: Any) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         response = await post(stack, {"chatId": str(chat_id), "content": "hi"}, make_token(user_id))
     assert_error(response, 401, "unauthorized")
     assert response.headers["www-authenticate"] == "Bearer"
@@ -49,7 +56,7 @@ async def test_bad_tokens_get_401(database_url: str, make_token: Any) -> None:
 async def test_posting_into_another_users_chat_is_404_and_writes_nothing(database_url: str) -> None:
     _, victim_chat = await create_user_with_chat(database_url)
     intruder, _ = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         theirs = await post(
             stack, {"chatId": str(victim_chat), "content": "hi"}, token_for(intruder)
         )
@@ -82,7 +89,7 @@ async def test_invalid_input_gets_a_clear_json_error(
     user_id, chat_id = await create_user_with_chat(database_url)
     if body.get("chatId") == "CHAT":
         body = {**body, "chatId": str(chat_id)}
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         response = await post(stack, body, token_for(user_id))
     assert_error(response, status, code)
     assert await fetch(database_url, "select * from message") == []
@@ -109,18 +116,26 @@ async def test_a_second_message_while_a_job_runs_is_409(database_url: str) -> No
 async def test_resending_the_same_user_message_id_does_not_double_it(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     body = {"chatId": str(chat_id), "content": "hi", "userMessageId": str(uuid.uuid4())}
-    async with running_stack(database_url) as stack:
-        await stack.respond(token_for(user_id), body)
+    async with in_process_app(database_url) as stack:
+        first = await stack.respond(token_for(user_id), body)
         response = await post(stack, body, token_for(user_id))
     assert_error(response, 409, "duplicate_message")
-    rows = await fetch(database_url, "select role from message")
-    assert sorted(r["role"] for r in rows) == ["assistant", "user"]
+    # The first send stands as it was: one message, one reply, and the repeat changed neither.
+    metadata, done = first[0][1], first[-1][1]
+    assert first[-1][0] == "done"
+    rows = await fetch(
+        database_url, "select id, role, content, status from message order by created_at"
+    )
+    assert [(str(r["id"]), r["role"], r["content"], r["status"]) for r in rows] == [
+        (metadata["userMessageId"], "user", "hi", "completed"),
+        (done["assistantMessageId"], "assistant", done["content"], "completed"),
+    ]
 
 
 async def test_inngest_endpoint_rejects_unsigned_and_wrongly_signed_calls(
     database_url: str,
 ) -> None:
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         url = "/api/inngest?fnId=handoff-tool-handoff&stepId=step"
         body = {"event": {"name": "chat/tool_handoff", "data": {}}, "steps": {}, "ctx": {}}
         unsigned = await stack.http.post(url, json=body)
@@ -133,7 +148,7 @@ async def test_inngest_endpoint_rejects_unsigned_and_wrongly_signed_calls(
 
 
 async def test_healthz(database_url: str) -> None:
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         response = await stack.http.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
