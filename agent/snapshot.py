@@ -78,6 +78,12 @@ def turn_text(state: AgentState) -> str:
     return join_paragraphs(texts)
 
 
+def failed_text(shown: str, user_text: str) -> str:
+    """A failed reply's text: what it had shown, then the failure's plain words as a note,
+    in parentheses as every note after an answer; the words alone when nothing was shown."""
+    return join_paragraphs([shown, f"({user_text})"]) if shown else user_text
+
+
 def join_paragraphs(texts: list[str]) -> str:
     return PARAGRAPH_BREAK.join(t for t in texts if t)
 

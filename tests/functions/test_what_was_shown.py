@@ -1,0 +1,68 @@
+"""What the user saw stays, through the real OpenAI and Anthropic packages against the fake
+providers: a background round whose stream is cut and which, run again, gets another answer;
+a provider that fails mid-answer, on the quick path and in a background round.
+
+The page shows the quick path's tokens, then the reply's drafts, then its stored content: each
+one must begin with the one before it, whatever the provider did.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.errors import USER_TEXT
+from tests.fake_providers import CutStream, Reply, StreamError, ToolCall
+from tests.fake_providers.script import Fault
+from tests.functions.test_real_providers import MODELS, reply_row, stack_on, tokens
+from tests.support import create_user_with_chat, token_for
+
+# The quick path's answer: text, and a tool call that hands the turn off.
+WORKING = Reply(text=["Let me ", "work it out."], tool_calls=[ToolCall("calc", {"input": "6*7"})])
+
+
+def failed(shown: str, kind: str) -> str:
+    return f"{shown}\n\n({USER_TEXT[kind]})"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize(
+    "fault",
+    [StreamError(after=2), CutStream(after=2)],
+    ids=["the provider's error event mid-answer", "connection dropped mid-answer"],
+)
+async def test_a_provider_failure_mid_answer_on_the_quick_path_keeps_what_was_shown(
+    database_url: str, model: str, fault: Fault
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with stack_on(database_url, model) as (stack, fake):
+        # GIVEN a provider that fails after two chunks of its answer
+        fake.script(Reply(text=["The answer ", "is ", "long."], fault=fault))
+        events = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "?"})
+    # THEN the page was sent those chunks, then the reply's ending: what it showed, and what
+    # happened after it
+    assert tokens(events) == ["The answer ", "is "]
+    ended = failed("The answer is ", "model_unavailable")
+    code, message = "model_unavailable", USER_TEXT["model_unavailable"]
+    assert events[-1] == ("error", {"code": code, "message": message, "content": ended})
+    row = await reply_row(database_url, events[0][1]["assistantMessageId"])
+    assert (row["status"], row["content"]) == ("error", ended)
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_a_provider_failure_mid_answer_in_a_round_keeps_what_was_shown(
+    database_url: str, model: str
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with stack_on(database_url, model, draft_interval_ms=0) as (stack, fake):
+        # GIVEN a provider that fails mid-answer on every attempt of the round
+        fake.script(WORKING)
+        fake.vary(lambda n, body: Reply(text=["So far ", "so good, ", "and"], fault=StreamError(2)))
+        events = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "?"})
+        await stack.executor.wait_idle()
+        run = stack.handoff_run()
+    # THEN after its last attempt the job fails, and the reply keeps what the round showed,
+    # then says what happened
+    assert run.status == "failed"
+    row = await reply_row(database_url, events[-1][1]["assistantMessageId"])
+    shown = "Let me work it out.\n\nSo far so good, "
+    assert (row["status"], row["content"]) == ("error", failed(shown, "model_unavailable"))
