@@ -11,13 +11,74 @@ from __future__ import annotations
 import pytest
 
 from agent.errors import USER_TEXT
-from tests.fake_providers import CutStream, Reply, StreamError, ToolCall
+from agent.snapshot import RESTARTED_TEXT
+from tests.fake_providers import CutStream, Reply, StreamError, ToolCall, Varying, retold
 from tests.fake_providers.script import Fault
 from tests.functions.test_real_providers import MODELS, reply_row, stack_on, tokens
-from tests.support import create_user_with_chat, token_for
+from tests.support import DRAFT_LOG_SQL, create_user_with_chat, execute, fetch, token_for
 
 # The quick path's answer: text, and a tool call that hands the turn off.
 WORKING = Reply(text=["Let me ", "work it out."], tool_calls=[ToolCall("calc", {"input": "6*7"})])
+DRAFTS_SQL = "select draft_content from draft_write_log order by at"
+
+
+async def drafts_shown(database_url: str) -> list[str]:
+    return [row["draft_content"] for row in await fetch(database_url, DRAFTS_SQL)]
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_a_round_cut_mid_stream_and_answered_anew_keeps_what_it_showed(
+    database_url: str, model: str
+) -> None:
+    await execute(database_url, DRAFT_LOG_SQL)
+    user_id, chat_id = await create_user_with_chat(database_url)
+    auth = token_for(user_id)
+    # Every draft written at once, so the page's view is each write.
+    async with stack_on(database_url, model, draft_interval_ms=0) as (stack, fake):
+        # GIVEN a provider whose round answer is cut after 8 words, and which, asked again,
+        # answers something else, and shorter
+        fake.vary(Varying(first=WORKING, faults={1: CutStream(after=8)}))
+        events = await stack.respond(auth, {"chatId": str(chat_id), "content": "?"})
+        assert events[-1][0] == "handoff"
+        await stack.executor.wait_idle()
+        bodies = [r.body for r in fake.requests]
+        drafts = await drafts_shown(database_url)
+        await stack.respond(auth, {"chatId": str(chat_id), "content": "And then?"})
+        sent = str(fake.requests[-1].body["messages"])
+    row = await reply_row(database_url, events[-1][1]["assistantMessageId"])
+    cut = "".join(retold(1, bodies[1]).text[:8])
+    again = "".join(retold(2, bodies[2]).text)
+    # THEN the reply keeps the 8 words the page showed, says the answer started over, and
+    # ends with the new answer
+    assert row["status"] == "completed"
+    assert row["content"] == f"Let me work it out.\n\n{cut}\n\n{RESTARTED_TEXT}\n\n{again}"
+    # AND no draft the page showed was taken back: each begins with the one before it, and
+    # the stored reply with the last of them
+    assert any(cut in d for d in drafts)
+    for earlier, later in zip(drafts, [*drafts[1:], row["content"]], strict=True):
+        assert later.startswith(earlier)
+    # AND the provider, on the next turn, reads its own answer only
+    assert again.strip() in sent
+    assert cut.strip() not in sent
+
+
+@pytest.mark.parametrize("model", MODELS)
+async def test_a_round_run_again_that_says_the_same_continues_without_a_note(
+    database_url: str, model: str
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    words = [f"w{i} " for i in range(12)]
+    async with stack_on(database_url, model, draft_interval_ms=0) as (stack, fake):
+        # GIVEN a round cut after 6 words, whose second attempt says the same, then more
+        fake.script(WORKING, Reply(text=words, fault=CutStream(after=6)), Reply(text=words))
+        events = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "?"})
+        await stack.executor.wait_idle()
+    row = await reply_row(database_url, events[-1][1]["assistantMessageId"])
+    # THEN the answer simply goes on from what was shown
+    assert (row["status"], row["content"]) == (
+        "completed",
+        "Let me work it out.\n\n" + "".join(words),
+    )
 
 
 def failed(shown: str, kind: str) -> str:
