@@ -37,9 +37,14 @@ class Varying:
 
     first: Reply | None = None
     faults: Mapping[int, Fault] = field(default_factory=dict)
+    # Between the retold words: a model's pace, so that drafts are written as it streams.
+    chunk_delay_ms: float = 0
 
     def __call__(self, n: int, body: Mapping[str, Any]) -> Reply:
-        reply = self.first if n == 0 and self.first is not None else retold(n, body)
+        if n == 0 and self.first is not None:
+            reply = self.first
+        else:
+            reply = replace(retold(n, body), chunk_delay_ms=self.chunk_delay_ms)
         fault = self.faults.get(n)
         return replace(reply, fault=fault) if fault is not None else reply
 
