@@ -30,8 +30,9 @@ STOPPED_TEXT = (
 # Said between what an attempt of a background round had shown and the answer of the attempt
 # that ran it again, when that answer does not continue what was shown (turns/shown.py).
 RESTARTED_TEXT = "(The answer was interrupted here and started over.)"
-# The key, in an answer's `additional_kwargs`, of the text shown before it restarted: the
-# providers' packages send no key they do not know, so the model reads its own answer only.
+# The key, in an answer's `additional_kwargs`, of the text shown before it restarted:
+# langchain-openai and langchain-anthropic send no key of it they do not know, so the model
+# reads its own answer only (tests/functions/test_what_was_shown.py).
 SHOWN_BEFORE = "shown_before"
 INCOMPATIBLE_VERSION = (
     "Sorry, this conversation was saved by a different version of the assistant and cannot be"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.errors import USER_TEXT
+from agent.errors import USER_TEXT, ModelErrorKind
 from agent.snapshot import RESTARTED_TEXT
 from tests.fake_providers import CutStream, Reply, StreamError, ToolCall, Varying, retold
 from tests.fake_providers.script import Fault
@@ -62,6 +62,23 @@ async def test_a_round_cut_mid_stream_and_answered_anew_keeps_what_it_showed(
     assert cut.strip() not in sent
 
 
+async def test_with_broadcast_drafts_a_round_answered_anew_keeps_what_it_showed(
+    database_url: str,
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    overrides = {"draft_interval_ms": 0, "draft_transport": "broadcast"}
+    async with stack_on(database_url, MODELS[0], **overrides) as (stack, fake):
+        # GIVEN drafts kept in broadcast_draft, and the same provider as above
+        fake.vary(Varying(first=WORKING, faults={1: CutStream(after=8)}))
+        events = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "?"})
+        await stack.executor.wait_idle()
+        bodies = [r.body for r in fake.requests]
+    row = await reply_row(database_url, events[-1][1]["assistantMessageId"])
+    cut = "".join(retold(1, bodies[1]).text[:8])
+    again = "".join(retold(2, bodies[2]).text)
+    assert row["content"] == f"Let me work it out.\n\n{cut}\n\n{RESTARTED_TEXT}\n\n{again}"
+
+
 @pytest.mark.parametrize("model", MODELS)
 async def test_a_round_run_again_that_says_the_same_continues_without_a_note(
     database_url: str, model: str
@@ -81,8 +98,8 @@ async def test_a_round_run_again_that_says_the_same_continues_without_a_note(
     )
 
 
-def failed(shown: str, kind: str) -> str:
-    return f"{shown}\n\n({USER_TEXT[kind]})"  # type: ignore[index]
+def failed(shown: str, kind: ModelErrorKind) -> str:
+    return f"{shown}\n\n({USER_TEXT[kind]})"
 
 
 @pytest.mark.parametrize("model", MODELS)
