@@ -360,18 +360,22 @@ async def finish(
     return True
 
 
-async def fail(pool: Pool, *, job_key: str, user_text: str, error: str) -> bool:
-    """The reply says `user_text`; `error` (a code, no internals) stays on the job. False if
-    the job had ended already."""
+async def fail(
+    pool: Pool, *, job_key: str, user_text: str, error: str, shown: str | None = None
+) -> str | None:
+    """The reply keeps what it showed (`shown`, else its latest draft) and says `user_text`
+    after it (messages.fail); `error` (a code, no internals) stays on the job. The reply's text
+    as it ended; None if the job had ended already (or the reply had)."""
     async with pool.connection() as conn, conn.transaction():
         row = await (await conn.execute(FAIL_SQL, (error, job_key))).fetchone()
         if row is None:
-            return False
+            return None
         _ended(row, "error", row["kind"])
-        if row["root_message_id"] is not None:
-            await messages.fail(conn, row["root_message_id"], user_text)
-            await delete_draft(conn, row["root_message_id"])
-    return True
+        if row["root_message_id"] is None:
+            return None
+        content = await messages.fail(conn, row["root_message_id"], user_text, shown)
+        await delete_draft(conn, row["root_message_id"])
+    return content
 
 
 async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJob | None:

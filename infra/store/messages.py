@@ -6,6 +6,7 @@ from typing import Any, Literal, TypedDict
 
 from psycopg.types.json import Jsonb
 
+from agent.snapshot import failed_text
 from infra.db import Conn, Pool
 from infra.store.access import user_transaction
 from infra.store.ids import ChatId, MessageId, UserId
@@ -135,9 +136,22 @@ set content = %s, status = 'completed', updated_at = now(),
     metadata = metadata || jsonb_build_object('checkpointId', %s::text, 'usage', %s::jsonb)
 where id = %s
 """
+# What a reply has shown, the latest draft (either transport's) or else its content, locked
+# for the failure's update: a failed reply keeps it (agent.snapshot.failed_text).
+LAST_SHOWN_SQL = """
+select coalesce(
+    (select d.draft_content from (
+      select draft_content, seq from public.message_draft where message_id = m.id
+      union all
+      select draft_content, seq from public.broadcast_draft where message_id = m.id
+    ) d order by d.seq desc limit 1),
+    m.content) as shown
+from public.message m
+where m.id = %s and m.status <> 'completed'
+for update of m
+"""
 FAIL_SQL = """
-update public.message set content = %s, status = 'error', updated_at = now()
-where id = %s and status <> 'completed'
+update public.message set content = %s, status = 'error', updated_at = now() where id = %s
 """
 # The message keeps what the user saw: its latest draft, else the text the quick path streamed.
 # (either transport's: see infra/store/drafts.py)
@@ -270,9 +284,18 @@ async def complete(
     await conn.execute(COMPLETE_SQL, (content, checkpoint_id, Jsonb(usage), message_id))
 
 
-async def fail(conn: Conn, message_id: MessageId, user_text: str) -> None:
-    """The reply says `user_text`, unless it completed already."""
-    await conn.execute(FAIL_SQL, (user_text, message_id))
+async def fail(
+    conn: Conn, message_id: MessageId, user_text: str, shown: str | None = None
+) -> str | None:
+    """The reply keeps what it showed (`shown`, else its latest draft or its content) and says
+    `user_text` after it, unless it completed already; its text as it ended (None: it had
+    completed)."""
+    row = await (await conn.execute(LAST_SHOWN_SQL, (message_id,))).fetchone()
+    if row is None:
+        return None
+    content = failed_text(row["shown"] if shown is None else shown, user_text)
+    await conn.execute(FAIL_SQL, (content, message_id))
+    return content
 
 
 async def cancel(conn: Conn, message_id: MessageId) -> None:
