@@ -29,7 +29,7 @@ from tests.support import (
 LATENCIES_S = [0.0, 0.05, 0.25]
 FINISHED_SQL = "select * from message where role = 'assistant' and status = 'completed'"
 # Far below every wait's timeout (30 minutes, 24 hours): a lost wake-up cannot pass.
-PROMPTLY_S = 15.0
+PROMPTLY_S = 20.0
 
 
 async def post(stack: Stack, token: str, path: str, body: Any = None) -> tuple[int, Any]:
