@@ -49,6 +49,14 @@ where id = %(message_id)s and status = %(status)s::text
   and not (coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text)
 returning id
 """
+# Whether the prompt still waits for the user: open, not replied to, not past its expiresAt.
+WAITING_SQL = """
+select 1 from public.message
+where id = %(message_id)s and status = %(status)s::text
+  and metadata -> %(pending_key)s::text ->> %(id_key)s::text = %(id)s::text
+  and not (coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text)
+  and coalesce((metadata -> %(pending_key)s::text ->> 'expiresAt')::timestamptz > now(), true)
+"""
 SETTLE_SQL = """
 update public.message
 set status = 'streaming', metadata = metadata - %(pending_key)s::text, updated_at = now()
@@ -84,6 +92,11 @@ class PromptKind:
         """The recorded reply, or None."""
         row = await (await conn.execute(REPLY_SQL, self._params(message_id, prompt_id))).fetchone()
         return row["reply"] if row else None
+
+    async def waiting(self, conn: Conn, message_id: Any, prompt_id: str) -> bool:
+        """Whether the prompt is open, without the user's reply, and not past its time."""
+        params = self._params(message_id, prompt_id)
+        return await (await conn.execute(WAITING_SQL, params)).fetchone() is not None
 
     async def settle(self, conn: Conn, message_id: Any, prompt_id: str, fallback: Any) -> Any:
         """Record `fallback` unless the user's reply is there, close the prompt; the reply."""
