@@ -358,6 +358,8 @@ async def activate(
         try:
             await conn.execute(SET_ACTIVE_SQL, params)
         except errors.InsufficientPrivilege as exc:
+            if "row-level security" not in str(exc):
+                raise
             # The policy saw a turn that began after the check above.
             raise JobAlreadyActive(chat_id) from exc
         await conn.execute(RESTALE_SQL, params)
