@@ -52,4 +52,4 @@ def with_statuses(template: str, **sets: Sequence[str]) -> str:
     """`template` with each `{name}` replaced by the quoted, comma-separated values of the set
     passed as `name`; braces meant for SQL are doubled (`'{{}}'::jsonb`)."""
     lists = {name: sql.SQL(", ").join(map(sql.Literal, values)) for name, values in sets.items()}
-    return sql.SQL(template).format(**lists).as_string()  # type: ignore[arg-type]
+    return sql.SQL(template).format(**lists).as_string()

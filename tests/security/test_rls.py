@@ -230,11 +230,12 @@ async def worlds(
         fresh_database(server_url, template_name) as ours,
         fresh_database(server_url, supabase_template_name) as supabase,
     ):
+        urls: dict[Grants, str] = {"our_grants": ours, "supabase_grants": supabase}
         yield {
             grants: World(
                 url, owner=await seed_chat_rows(url), other_user=await seed_chat_rows(url)
             )
-            for grants, url in (("our_grants", ours), ("supabase_grants", supabase))
+            for grants, url in urls.items()
         }
 
 
