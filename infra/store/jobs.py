@@ -51,7 +51,7 @@ from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.drafts import delete_draft
 from infra.store.ids import ChatId, MessageId
-from infra.store.statuses import SLOT_STATUSES, with_statuses
+from infra.store.statuses import RUNNING_STATUSES, SLOT_STATUSES, with_statuses
 from infra.store.usage import Spent
 
 JobKind = Literal["quick", "handoff", "turn"]
@@ -194,13 +194,16 @@ set metadata = metadata || jsonb_build_object(
   'roundReruns', coalesce((metadata ->> 'roundReruns')::int, 0) + 1)
 where idempotency_key = %s
 """
-# Every unfinished background job, each with its event's data. Only for a caller that knows no
-# run of any of them is alive: a live run would lose its hold on the job.
-RELEASE_SQL = """
+# Every running background job (queued or processing), each with its event's data. Only for a
+# caller that knows no run of any of them is alive: a live run would lose its hold on the job.
+RELEASE_SQL = with_statuses(
+    """
 update public.job_runs set status = 'queued', updated_at = now()
-where kind <> 'quick' and status in ('queued', 'processing')
+where kind <> 'quick' and status in ({running})
 returning idempotency_key, payload
-"""
+""",
+    running=RUNNING_STATUSES,
+)
 
 
 class JobAlreadyActive(RuntimeError):
@@ -310,7 +313,7 @@ async def claim(pool: Pool, job_key: str, run_id: str, *, lease_s: float) -> Cla
 
 
 async def release_all(pool: Pool) -> list[ReleasedJob]:
-    """Every unfinished background job back to `queued`, for a fresh run of its event to claim.
+    """Every running background job back to `queued`, for a fresh run of its event to claim.
     Only when every run of them is known to be gone (the executor that ran them stopped)."""
     async with pool.connection() as conn:
         rows = await (await conn.execute(RELEASE_SQL)).fetchall()

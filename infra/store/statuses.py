@@ -34,6 +34,9 @@ SLOT_STATUSES: Final[tuple[JobStatus, ...]] = ("queued", "processing", "paused")
 # A job that has not ended: it holds the slot, or waits for it behind the one that does.
 UNFINISHED_STATUSES: Final[tuple[JobStatus, ...]] = ("waiting", *SLOT_STATUSES)
 JOB_ENDED_STATUSES: Final[tuple[JobStatus, ...]] = ("completed", "error", "canceled")
+# A job a run holds or is about to claim: what a pause request reaches, and what `release_all`
+# sends again.
+RUNNING_STATUSES: Final[tuple[JobStatus, ...]] = ("queued", "processing")
 
 MESSAGE_STATUSES: Final[tuple[MessageStatus, ...]] = get_args(MessageStatus)
 # A reply whose turn goes on: drafts may still come, a cancel still ends it.
@@ -44,6 +47,8 @@ LIVE_REPLY_STATUSES: Final[tuple[MessageStatus, ...]] = (
     "awaiting_input",
     "paused",
 )
+# A reply whose text is being written: drafts land, a prompt to the user or a pause may take it.
+WRITING_REPLY_STATUSES: Final[tuple[MessageStatus, ...]] = ("queued", "streaming")
 # A reply that stays as it is: what clients wait for.
 ENDED_REPLY_STATUSES: Final[tuple[MessageStatus, ...]] = ("completed", "error", "canceled")
 
