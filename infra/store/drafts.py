@@ -32,6 +32,7 @@ from infra import telemetry
 from infra.db import Conn, Pool
 from infra.settings import Settings
 from infra.store.ids import ChatId, MessageId
+from infra.store.statuses import WRITING_REPLY_STATUSES, with_statuses
 
 logger = logging.getLogger(__name__)
 
@@ -62,22 +63,26 @@ delete from public.broadcast_draft where message_id = %(message_id)s
 # length guard one that would show less than is shown (two attempts of a round at once; one run
 # again keeps what its earlier attempt showed, turns/shown.py): a draft never goes backwards.
 # A message that ended (canceled while a round still streamed) gets no new draft.
-UPSERT_DRAFT_SQL = """
+UPSERT_DRAFT_SQL = with_statuses(
+    """
 insert into public.message_draft (message_id, chat_id, draft_content, seq, updated_at)
 select %(message_id)s, %(chat_id)s, %(text)s, %(seq)s, now()
 where exists (
   select 1 from public.message
-  where id = %(message_id)s and status in ('queued', 'streaming')
+  where id = %(message_id)s and status in ({writing})
 )
 on conflict (message_id) do update
 set draft_content = excluded.draft_content, seq = excluded.seq, updated_at = excluded.updated_at
 where public.message_draft.seq < excluded.seq
   and length(public.message_draft.draft_content) <= length(excluded.draft_content)
-"""
+""",
+    writing=WRITING_REPLY_STATUSES,
+)
 # The same write and guards on the unlogged row, then, only if it landed, the broadcast: what the
 # write added to the draft it continues (read before the write, in the statement's snapshot),
 # else the whole draft.
-BROADCAST_DRAFT_SQL = """
+BROADCAST_DRAFT_SQL = with_statuses(
+    """
 with previous as (
   select draft_content, seq from public.broadcast_draft where message_id = %(message_id)s
 ), written as (
@@ -85,7 +90,7 @@ with previous as (
   select %(message_id)s, %(chat_id)s, %(text)s, %(seq)s, now()
   where exists (
     select 1 from public.message
-    where id = %(message_id)s and status in ('queued', 'streaming')
+    where id = %(message_id)s and status in ({writing})
   )
   on conflict (message_id) do update
   set draft_content = excluded.draft_content, seq = excluded.seq, updated_at = excluded.updated_at
@@ -106,7 +111,9 @@ select realtime.send(
   %(event)s, %(topic)s, true
 )
 from written left join continued on true
-"""
+""",
+    writing=WRITING_REPLY_STATUSES,
+)
 
 
 def chat_topic(chat_id: UUID) -> str:

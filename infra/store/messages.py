@@ -11,17 +11,13 @@ from infra.db import Conn, Pool
 from infra.store.access import user_transaction
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLimits
+from infra.store.statuses import (
+    LIVE_REPLY_STATUSES,
+    SLOT_STATUSES,
+    UNFINISHED_STATUSES,
+    with_statuses,
+)
 
-MessageStatus = Literal[
-    "queued",
-    "streaming",
-    "awaiting_approval",
-    "awaiting_input",
-    "paused",
-    "completed",
-    "error",
-    "canceled",
-]
 # What a reply is inserted as: streaming on its quick path, or queued for the background.
 ReplyStatus = Literal["streaming", "queued"]
 # How a quick path leaves its reply: handed to the background, or ended.
@@ -59,19 +55,23 @@ class DuplicateMessage(RuntimeError):
 # has fewer than `max_active` turns that have not ended (infra/store/limits.py; the caller holds
 # the user's row of handoff.user_limits). This turn's own job is not counted (its slot may be
 # taken already), nor, for a message that interrupts, the job it cancels.
-ADMIT_SQL = """
+ADMIT_SQL = with_statuses(
+    """
 with visible as (
   select id from public.chat where id = %(chat_id)s
 ), admitted as (
   select count(*) < %(max_active)s as ok
   from public.chat c join public.job_runs j on j.chat_id = c.id
   where c.user_id = %(user_id)s
-    and j.status in ('waiting', 'queued', 'processing', 'paused')
+    and j.status in ({unfinished})
     and j.idempotency_key <> %(job_key)s
     and not (j.kind = 'quick' and j.updated_at < now() - make_interval(secs => %(lease_s)s))
     and not (%(interrupts)s and j.chat_id = %(chat_id)s and j.assistant_id = %(assistant_id)s
-             and j.status in ('queued', 'processing', 'paused'))
-)"""
+             and j.status in ({slot}))
+)""",
+    unfinished=UNFINISHED_STATUSES,
+    slot=SLOT_STATUSES,
+)
 STORE_USER_MESSAGE_SQL = (
     ADMIT_SQL  # noqa: S608 (constants only)
     + """, inserted as (
@@ -117,14 +117,16 @@ where id = %s and status = 'canceled'
 """
 # The background job's progress (agent status, tool calls) for subscribers, and after a stored
 # round the turn's usage so far; an ended message keeps the snapshot it ended with.
-RECORD_SNAPSHOT_SQL = """
+RECORD_SNAPSHOT_SQL = with_statuses(
+    """
 update public.message
 set metadata = metadata || jsonb_build_object('snapshot', %s::jsonb)
       || jsonb_strip_nulls(jsonb_build_object('usage', %s::jsonb)),
     updated_at = now()
-where id = %s
-  and status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
-"""
+where id = %s and status in ({live})
+""",
+    live=LIVE_REPLY_STATUSES,
+)
 STREAMING_SQL = """
 update public.message set status = 'streaming', updated_at = now()
 where id = %s and status in ('queued', 'error', 'streaming')
@@ -155,7 +157,8 @@ update public.message set content = %s, status = 'error', updated_at = now() whe
 """
 # The message keeps what the user saw: its latest draft, else the text the quick path streamed.
 # (either transport's: see infra/store/drafts.py)
-CANCEL_SQL = """
+CANCEL_SQL = with_statuses(
+    """
 update public.message m
 set content = coalesce(
       (select d.draft_content from (
@@ -165,9 +168,10 @@ set content = coalesce(
       ) d order by d.seq desc limit 1),
       m.content),
     status = 'canceled', updated_at = now()
-where m.id = %s
-  and m.status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
-"""
+where m.id = %s and m.status in ({live})
+""",
+    live=LIVE_REPLY_STATUSES,
+)
 
 VISIBLE_SQL = "select 1 from public.message where id = %s"
 

@@ -25,13 +25,17 @@ from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.drafts import delete_draft
 from infra.store.ids import ChatId, MessageId
+from infra.store.statuses import RUNNING_STATUSES, WRITING_REPLY_STATUSES, with_statuses
 
-REQUEST_SQL = """
+REQUEST_SQL = with_statuses(
+    """
 update public.job_runs
-set metadata = metadata || '{"pauseRequested": true}'::jsonb
-where chat_id = %s and assistant_id = %s and status in ('queued', 'processing')
+set metadata = metadata || '{{"pauseRequested": true}}'::jsonb
+where chat_id = %s and assistant_id = %s and status in ({running})
 returning root_message_id
-"""
+""",
+    running=RUNNING_STATUSES,
+)
 REQUESTED_SQL = """
 select coalesce((metadata ->> 'pauseRequested')::boolean, false) as requested
 from public.job_runs where idempotency_key = %s
@@ -47,10 +51,13 @@ where idempotency_key = %s and run_id = %s and status = 'processing'
   and coalesce((metadata ->> 'pauseRequested')::boolean, false)
 returning root_message_id
 """
-PAUSE_REPLY_SQL = """
+PAUSE_REPLY_SQL = with_statuses(
+    """
 update public.message set status = 'paused', updated_at = now()
-where id = %s and status in ('queued', 'streaming')
-"""
+where id = %s and status in ({writing})
+""",
+    writing=WRITING_REPLY_STATUSES,
+)
 RESUME_SQL = """
 update public.job_runs
 set status = 'processing', updated_at = now(), metadata = (metadata - 'pausedUntil') || %s

@@ -17,16 +17,20 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn
+from infra.store.statuses import WRITING_REPLY_STATUSES, with_statuses
 
-ASK_SQL = """
+ASK_SQL = with_statuses(
+    """
 update public.message
 set status = %(status)s::text,
     metadata = metadata || jsonb_build_object(%(pending_key)s::text, %(pending)s::jsonb),
     updated_at = now()
-where id = %(message_id)s and status in ('queued', 'streaming')
-  and not (coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text)
+where id = %(message_id)s and status in ({writing})
+  and not (coalesce(metadata -> %(record_key)s::text, '{{}}'::jsonb) ? %(id)s::text)
 returning id
-"""
+""",
+    writing=WRITING_REPLY_STATUSES,
+)
 REPLY_SQL = """
 select metadata -> %(record_key)s::text -> %(id)s::text as reply from public.message
 where id = %(message_id)s
