@@ -27,6 +27,13 @@ CUT_SHORT_TEXT: dict[CutShort, str] = {
 STOPPED_TEXT = (
     "(This answer was interrupted: the server writing it stopped. Please send your message again.)"
 )
+# Said between what an attempt of a background round had shown and the answer of the attempt
+# that ran it again, when that answer does not continue what was shown (turns/shown.py).
+RESTARTED_TEXT = "(The answer was interrupted here and started over.)"
+# The key, in an answer's `additional_kwargs`, of the text shown before it restarted:
+# langchain-openai and langchain-anthropic send no key of it they do not know, so the model
+# reads its own answer only (tests/functions/test_what_was_shown.py).
+SHOWN_BEFORE = "shown_before"
 INCOMPATIBLE_VERSION = (
     "Sorry, this conversation was saved by a different version of the assistant and cannot be"
     " continued. Please start a new chat."
@@ -73,9 +80,35 @@ class AgentSnapshot:
 
 
 def turn_text(state: AgentState) -> str:
-    """The assistant text of the current turn: each AI message's text, in order."""
-    texts = [visible_text(m) for m in current_turn(state["messages"]) if isinstance(m, AIMessage)]
+    """The assistant text of the current turn: each AI message's text as it was shown, in
+    order."""
+    texts = [shown_text(m) for m in current_turn(state["messages"]) if isinstance(m, AIMessage)]
     return join_paragraphs(texts)
+
+
+def shown_text(message: AIMessage) -> str:
+    """What the user was shown of an answer: its text, after what an earlier attempt of it
+    showed and the note that it started over, if it did (`restarted`)."""
+    before = message.additional_kwargs.get(SHOWN_BEFORE)
+    text = visible_text(message)
+    return restarted_text(before, text) if isinstance(before, str) else text
+
+
+def restarted_text(before: str, text: str) -> str:
+    """`text`, an answer that started over after `before` had been shown."""
+    return join_paragraphs([before, RESTARTED_TEXT, text])
+
+
+def restarted(message: AIMessage, before: str) -> AIMessage:
+    """`message`, marked as the answer that started over after `before` had been shown."""
+    kwargs = {**message.additional_kwargs, SHOWN_BEFORE: before}
+    return message.model_copy(update={"additional_kwargs": kwargs})
+
+
+def failed_text(shown: str, user_text: str) -> str:
+    """A failed reply's text: what it had shown, then the failure's plain words as a note,
+    in parentheses as every note after an answer; the words alone when nothing was shown."""
+    return join_paragraphs([shown, f"({user_text})"]) if shown else user_text
 
 
 def join_paragraphs(texts: list[str]) -> str:

@@ -29,8 +29,9 @@ from realtime.types import PostgresChangesPayload
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
 from agent.display import display_arguments, visible
+from infra.store.statuses import ENDED_REPLY_STATUSES
 
-FINAL_STATUSES = frozenset({"completed", "error", "canceled"})
+FINAL_STATUSES = frozenset(ENDED_REPLY_STATUSES)
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 POLL_S = 0.5  # history polling, when the server cannot decode changes
 SUBSCRIBE_TIMEOUT_S = 15

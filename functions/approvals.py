@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import inngest
 
+from functions.wakes import wait_for_wake
 from infra.events import APPROVAL_EVENT
 from infra.store.approvals import Decision
 from turns.job import HandoffJob
@@ -30,13 +31,16 @@ async def await_decision(
     if asked is None:
         return None
     if asked:
-        await ctx.step.wait_for_event(
+        await wait_for_wake(
+            ctx,
             f"approval-{call['id']}",
             event=APPROVAL_EVENT,
             if_exp=(
                 f"async.data.messageId == '{job.turn.reply_id}'"
                 f" && async.data.toolCallId == '{call['id']}'"
             ),
-            timeout=timedelta(seconds=timeout_s),
+            timeout_s=timeout_s,
+            settings=job.services.settings,
+            still_waiting=partial(job.awaits_approval, call),
         )
     return await ctx.step.run(f"settle-approval-{call['id']}", job.settle_approval, call)

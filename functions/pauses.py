@@ -1,12 +1,11 @@
 """The steps of a pause the user asked for (infra/store/pauses.py): the job stops between two
-steps, waits for chat/resume (or PAUSE_TIMEOUT_S), and goes on or ends."""
+steps, waits for chat/resume (or PAUSE_TIMEOUT_S; functions/wakes.py), and goes on or ends."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import inngest
 
+from functions.wakes import wait_for_wake
 from infra.events import RESUME_EVENT
 from turns.job import HandoffJob
 
@@ -20,11 +19,14 @@ async def await_resume(
     if paused is None:
         return False
     if paused:
-        await ctx.step.wait_for_event(
+        await wait_for_wake(
+            ctx,
             f"resume-{n}",
             event=RESUME_EVENT,
             if_exp=f"async.data.messageId == '{job.turn.reply_id}'",
-            timeout=timedelta(seconds=job.services.settings.pause_timeout_s),
+            timeout_s=job.services.settings.pause_timeout_s,
+            settings=job.services.settings,
+            still_waiting=job.awaits_resume,
         )
         return await ctx.step.run(f"resumed-{n}", job.settle_pause, events)
     return True

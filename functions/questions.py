@@ -6,12 +6,13 @@ or the timeout, settle. The settled answer is the call's result.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import inngest
 
 from functions.approvals import SAFE_CALL_ID
+from functions.wakes import wait_for_wake
 from infra.events import ANSWER_EVENT
 from infra.store.tool_results import ToolResult
 from turns.job import HandoffJob
@@ -31,13 +32,16 @@ async def await_answer(
     if asked is None:
         return None
     if asked:
-        await ctx.step.wait_for_event(
+        await wait_for_wake(
+            ctx,
             f"answer-{call['id']}",
             event=ANSWER_EVENT,
             if_exp=(
                 f"async.data.messageId == '{job.turn.reply_id}'"
                 f" && async.data.questionId == '{call['id']}'"
             ),
-            timeout=timedelta(seconds=timeout_s),
+            timeout_s=timeout_s,
+            settings=job.services.settings,
+            still_waiting=partial(job.awaits_answer, call),
         )
     return await ctx.step.run(f"settle-question-{call['id']}", job.settle_question, call)

@@ -188,6 +188,5 @@ async def activate(
         chat_id=ChatId(chat_id),
         assistant_id=body.assistant_id,
         branch=branch_id,
-        lease_s=services.settings.turn_lease_s,
     )
     return Activated(active_branch_id=branch_id)

@@ -100,6 +100,11 @@ class Settings(BaseSettings):
     max_questions_per_turn: int = Field(default=3, ge=0)
     # A paused job waits this long to be resumed; then it ends `canceled`, and the chat is free.
     pause_timeout_s: int = Field(default=24 * 3600, ge=1)
+    # Those three waits read the database whenever a wait of theirs ends without its event
+    # (functions/wakes.py): the first after this long, each next one four times as long, at
+    # most `wait_recheck_max_s`. A wake-up sent before its wait began is acted on by then.
+    wait_recheck_s: int = Field(default=2, ge=1)
+    wait_recheck_max_s: int = Field(default=3600, ge=1)
     # The outbox relay re-sends handoff events no request confirmed after this long.
     outbox_grace_s: float = Field(default=10.0, ge=0)
     # Per user, counted in Postgres so that they hold across processes (infra/store/limits.py):

@@ -61,12 +61,49 @@ async def _drop(server_url: str, name: str) -> None:
     )
 
 
+# What a Supabase project's `public` schema gives the API roles on every object created there
+# (supabase/postgres's initial schema); a database with these before migrating is migrated as a
+# real project is.
+SUPABASE_DEFAULT_PRIVILEGES_SQL = """
+alter default privileges in schema public
+  grant all on tables to anon, authenticated, service_role;
+alter default privileges in schema public
+  grant all on sequences to anon, authenticated, service_role;
+alter default privileges in schema public
+  grant all on functions to anon, authenticated, service_role;
+"""
+# The roles, as the first migration creates them where they are absent, so that the defaults
+# above can name them before it runs.
+API_ROLES_SQL = """
+do $$
+begin
+  if not exists (select from pg_roles where rolname = 'anon') then
+    create role anon nologin noinherit;
+  end if;
+  if not exists (select from pg_roles where rolname = 'authenticated') then
+    create role authenticated nologin noinherit;
+  end if;
+  if not exists (select from pg_roles where rolname = 'service_role') then
+    create role service_role nologin noinherit bypassrls;
+  end if;
+end
+$$
+"""
+
+
 @asynccontextmanager
-async def migrated_template(server_url: str) -> AsyncIterator[str]:
+async def migrated_template(server_url: str, *, supabase: bool = False) -> AsyncIterator[str]:
+    """A migrated database to clone; with `supabase`, migrated under Supabase's default
+    privileges."""
     name = f"handoff_tpl_{uuid.uuid4().hex[:12]}"
     await _admin(server_url, sql.SQL("create database {}").format(sql.Identifier(name)))
     try:
-        await migrate(with_database(server_url, name))
+        url = with_database(server_url, name)
+        if supabase:
+            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                await conn.execute(API_ROLES_SQL)
+                await conn.execute(SUPABASE_DEFAULT_PRIVILEGES_SQL)
+        await migrate(url)
         yield name
     finally:
         await _drop(server_url, name)

@@ -148,6 +148,16 @@ async def durable_messages(
     return list(latest.checkpoint["channel_values"]["messages"]) if latest else []
 
 
+async def sit_out_waits(executor: LocalInngest) -> int:
+    """Time every wait out until no run waits any more, as if the whole time a job waits for
+    the user passed (functions/wakes.py: that is several waits in a row); how many there were."""
+    count = 0
+    while executor.waiting():
+        count += executor.expire_waits()
+        await executor.wait_idle()
+    return count
+
+
 @dataclass
 class Api:
     """The app as a client sees it: over HTTP, in-process or on a server."""

@@ -265,6 +265,14 @@ class HandoffJob:
                 return None
             return await approvals.ask(conn, self.turn.reply_id, pending)
 
+    async def awaits_approval(self, call: dict[str, Any]) -> bool:
+        """Whether the call still waits for the user's decision (read when a wait ended
+        without the event): False once decided, past its time, or the job not this run's."""
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return False
+            return await approvals.waiting(conn, self.turn.reply_id, call["id"])
+
     async def settle_approval(self, call: dict[str, Any]) -> Decision | None:
         """The user's decision, or a timeout if there is none; None if the job is gone."""
         timed_out = Decision(approved=False, note=None, timed_out=True)
@@ -298,6 +306,14 @@ class HandoffJob:
                 return None
             return await questions.ask(conn, self.turn.reply_id, pending)
 
+    async def awaits_answer(self, call: dict[str, Any]) -> bool:
+        """Whether the question still waits for the user's answer (read when a wait ended
+        without the event): False once answered, past its time, or the job not this run's."""
+        async with (await self.services.pool()).connection() as conn, conn.transaction():
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return False
+            return await questions.waiting(conn, self.turn.reply_id, call["id"])
+
     async def settle_question(self, call: dict[str, Any]) -> ToolResult | None:
         """The call's result: the user's answer, or that nobody answered in time; stored like
         any tool result. None if the job is gone."""
@@ -329,7 +345,15 @@ class HandoffJob:
         async with (await self.services.pool()).connection() as conn, conn.transaction():
             if not await jobs.hold(conn, self.job_key, self.run_id):
                 return None
-            return await pauses.pause(conn, self.job_key, self.run_id)
+            timeout_s = self.services.settings.pause_timeout_s
+            return await pauses.pause(conn, self.job_key, self.run_id, timeout_s)
+
+    async def awaits_resume(self) -> bool:
+        """Whether the pause goes on (read when a wait ended without the event): False once
+        resumed, canceled, or past PAUSE_TIMEOUT_S."""
+        timeout_s = self.services.settings.pause_timeout_s
+        async with (await self.services.pool()).connection() as conn:
+            return await pauses.still_paused(conn, self.job_key, self.run_id, timeout_s)
 
     async def settle_pause(self, events: EventSender) -> bool:
         """After the wait: True when resumed (its instruction, if any, now in the thread);

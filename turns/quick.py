@@ -22,6 +22,7 @@ from agent.snapshot import (
     INCOMPATIBLE_VERSION,
     INTERRUPTED,
     AgentSnapshot,
+    failed_text,
     render_agent_snapshot,
 )
 from agent.usage import turn_usage
@@ -78,8 +79,15 @@ async def _run_turn(
     await emit("metadata", turn.stream_metadata())
     pool = await services.pool()
     lease = asyncio.create_task(_renew_lease(pool, turn, services.settings.turn_lease_s / 3))
+    # Another tab, a reload and Realtime subscribers see the text as it streams; it holds all
+    # that this stream showed, which a failure keeps.
+    draft = DraftWriter.for_reply(
+        pool, services.settings, message_id=turn.reply_id, chat_id=turn.chat_id, best_effort=True
+    )
     try:
-        if await _stream_and_store(turn, services, events, emit, await run, deadline, started):
+        if await _stream_and_store(
+            turn, services, events, emit, await run, draft, deadline, started
+        ):
             return  # handed off: the job goes on in the background
     except Interrupted:
         await emit("error", {"code": "interrupted", "message": INTERRUPTED})
@@ -88,15 +96,17 @@ async def _run_turn(
         await _record_failure(turn, services, INCOMPATIBLE_VERSION, "incompatible_version")
         await emit("error", {"code": "incompatible_version", "message": INCOMPATIBLE_VERSION})
     except Exception as exc:
+        draft.discard()
         failure = classify(exc)
         if failure is None:
             logger.exception("quick path failed", extra=turn.log)
-            await _record_failure(turn, services, APOLOGY, "quick_path_failed")
-            await emit("error", {"code": "internal", "message": APOLOGY})
+            code, text = "internal", APOLOGY
         else:
             logger.warning("model call failed", extra={**turn.log, **failure.log()})
-            await _record_failure(turn, services, failure.user_text, failure.kind)
-            await emit("error", {"code": failure.kind, "message": failure.user_text})
+            code, text = failure.kind, failure.user_text
+        # As every other ending, a failure keeps what was shown, and says what happened after.
+        ended = await _record_failure(turn, services, text, code, shown=draft.text)
+        await emit("error", {"code": code, "message": text, "content": ended})
     finally:
         lease.cancel()
     # The turn's job ended: a message that waited behind it now holds the slot.
@@ -122,12 +132,13 @@ async def _stream_and_store(
     events: EventSender,
     emit: Emit,
     run: Run,
+    draft: DraftWriter,
     deadline: float,
     started: float,
 ) -> bool:
     """True when the turn handed off to the background."""
     pool = await services.pool()
-    draft = await _stream(turn, services, emit, run, deadline, started)
+    await _stream(turn, emit, run, draft, deadline, started)
     state = await run.state()
     snapshot = render_agent_snapshot(state_values(state))
     if snapshot.cut_short == "time":
@@ -170,25 +181,16 @@ async def _stream_and_store(
 
 
 async def _stream(
-    turn: Turn, services: Services, emit: Emit, run: Run, deadline: float, started: float
-) -> DraftWriter:
-    """Relay the answer's tokens, each then into the reply's draft, until the answer pauses,
-    ends or runs out of time; the draft, holding all that was shown."""
-    # Another tab, a reload and Realtime subscribers see the text as it streams.
-    draft = DraftWriter.for_reply(
-        await services.pool(),
-        services.settings,
-        message_id=turn.reply_id,
-        chat_id=turn.chat_id,
-        best_effort=True,
-    )
+    turn: Turn, emit: Emit, run: Run, draft: DraftWriter, deadline: float, started: float
+) -> None:
+    """Relay the answer's tokens, each then into the reply's `draft`, until the answer pauses,
+    ends or runs out of time: the draft then holds all that was shown."""
     async for text in run.text(await opening(run, turn), deadline):
         await emit("token", {"text": text})
         if not draft.text:
             telemetry.FIRST_TOKEN.record(telemetry.since(started))
         await draft.append(text)
     telemetry.DRAFT_WRITES.record(draft.writes, {"handoff.path": "quick"})
-    return draft
 
 
 async def _store(
@@ -235,10 +237,16 @@ async def _store(
     return payload
 
 
-async def _record_failure(turn: Turn, services: Services, text: str, code: str) -> None:
-    """The user's message stays; its reply, in `error`, says the turn failed in plain words,
-    and the chat's slot is free again. The job keeps only the code."""
+async def _record_failure(
+    turn: Turn, services: Services, text: str, code: str, *, shown: str = ""
+) -> str:
+    """The user's message stays; its reply, in `error`, keeps what was `shown` and says the
+    turn failed in plain words, and the chat's slot is free again. The job keeps only the code.
+    The reply's text as it ended."""
     try:
-        await jobs.fail(await services.pool(), job_key=turn.job_key, user_text=text, error=code)
+        pool = await services.pool()
+        ended = await jobs.fail(pool, job_key=turn.job_key, user_text=text, error=code, shown=shown)
     except Exception:
         logger.exception("could not record the failed turn", extra=turn.log)
+        ended = None
+    return ended if ended is not None else failed_text(shown, text)

@@ -39,6 +39,7 @@ from infra.store.drafts import DraftWriter
 from infra.store.tool_results import ToolResult
 from turns.engine import Run, began, load_run, opening, spent, store_run
 from turns.failures import JobFailed, RetryLater
+from turns.shown import stream_round
 from turns.turn import Turn
 
 logger = logging.getLogger(__name__)
@@ -224,7 +225,8 @@ class Rounds:
         last_attempt: bool,
     ) -> None:
         """Stream the round into the draft. A provider's error is retried later while it may
-        pass and attempts are left; otherwise the job ends with the error's plain words."""
+        pass and attempts are left; otherwise the job ends, the reply keeping what it showed
+        and the error's plain words after it."""
         if attempt > 0:
             # An attempt before this one failed mid-round: its model calls may be paid for
             # again, which is never silent. (A round whose result was only lost finds its
@@ -262,9 +264,8 @@ class Rounds:
         )
         await writer.start()
         deadline = asyncio.get_running_loop().time() + settings.round_budget_s
-        async for text in run.text(graph_input, deadline):
-            await writer.append(text)
-        await writer.flush()
+        if (await stream_round(run, graph_input, writer, deadline)).restarted:
+            logger.warning("model round started its answer over", extra=self.log)
         logger.info("model round streamed", extra={**self.log, "draft_writes": writer.writes})
         telemetry.DRAFT_WRITES.record(writer.writes, {"handoff.path": "background"})
         if state_values(await run.state()).get("cut_short") == "time":

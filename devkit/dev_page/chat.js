@@ -1191,8 +1191,9 @@ async function streamReply(response, { controller, current, userMessage }) {
           // A cancel or a newer message took its place: what was streamed is kept, canceled.
           assistant.status = 'canceled';
         } else {
+          // The reply as stored: what was streamed stays, and the plain words follow it.
           assistant.status = 'error';
-          assistant.content = data.message;
+          assistant.content = data.content ?? data.message;
         }
         rerender(assistant);
       }

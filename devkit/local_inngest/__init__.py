@@ -19,9 +19,16 @@ server roles against the app's real serve endpoint, over real HTTP:
   ``concurrency`` limits how many SDK requests are in flight per key value.
 * ``step.wait_for_event``: the run parks from the moment the executor reads the
   ``WaitForEvent`` op; the first later event of that name whose ``if`` matches becomes
-  the step's output (the event object), or None once the timeout passes. One event
-  resolves every wait it matches, across runs. ``waiting()`` lists pending waits;
-  ``expire_waits()`` times them out at once.
+  the step's output (the event object), or None once the timeout passes. An event
+  accepted before that matches nothing, however shortly before: events are not kept for
+  waits to come, as on Inngest (inngest/inngest#1433), so a run that commits state in one
+  step and waits in the next has a window (one round trip to the app) in which a
+  wake-up is lost. One event resolves every wait it matches, across runs.
+  ``waiting()`` lists pending waits; ``expire_waits()`` times them out at once.
+* Latency: ``call_delay_s`` (constructor argument, or set on a running executor) is slept
+  before every call to the serve endpoint, inside the call's concurrency slot, as the time
+  Inngest Cloud takes to reach a Lambda; it widens the window above as it does in
+  production. A run cancelled during the delay is not called.
 * Function ``cancel``: an event accepted after a run started that matches one of its
   function's cancel clauses (within the clause's ``timeout``, if any) cancels the run,
   as does ``cancel(run_id)``. No further request is made for it (one in flight finishes,
@@ -60,6 +67,8 @@ NOT simulated (do not infer production behaviour from these):
   names exactly); the ``match`` field of older SDKs; CEL beyond the subset above.
 * Batching, debounce, rate limits, throttle, priority, singleton, function ``timeouts``,
   the function-level ``idempotency`` option.
+* Latency as it is: one fixed delay before each request (no jitter, no cold starts, none on
+  the way back, none between Inngest's own parts, such as an event reaching a wait).
 * ``RetryAfterError``'s ``retry-after`` time (the configured backoff is used), backoff
   jitter, ``use_api`` payload offloading, streaming responses, Connect.
 * Other limits: the event size (256 KiB on the free plan), step inputs, the 8 MiB response

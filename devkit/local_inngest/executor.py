@@ -43,9 +43,11 @@ class LocalInngest:
         request_timeout: float = 120.0,
         schedules: bool = True,
         limits: Limits | None = None,
+        call_delay_s: float = 0.0,
     ) -> None:
         self.app_id = app_id
         self._endpoint = Endpoint(serve_url, signing_key, request_timeout)
+        self.call_delay_s = call_delay_s
         self._targets = build_targets(functions, serve_url)
         # fnId is `<app_id>-<fn_id>`; a mismatch means the functions came from another client.
         strays = [t.fn_id for t in self._targets if not t.fn_id.startswith(f"{app_id}-")]
@@ -66,6 +68,17 @@ class LocalInngest:
         self._scheduler: asyncio.Task[None] | None = None
         self._intake = Intake(event_key, self._accept, lambda: self._endpoint.is_open)
         self.intake: ASGIApp = self._intake.app
+
+    @property
+    def call_delay_s(self) -> float:
+        """Seconds slept before every call to the serve endpoint (Inngest reaching the app)."""
+        return self._endpoint.delay_s
+
+    @call_delay_s.setter
+    def call_delay_s(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("call_delay_s cannot be negative")
+        self._endpoint.delay_s = seconds
 
     async def start(self) -> None:
         self._endpoint.open()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from typing import Any, Literal
@@ -33,10 +34,15 @@ def transport_error(message: str) -> Reply:
 
 
 class Endpoint:
-    """The app's ``/api/inngest``, called the way Inngest's executor calls it."""
+    """The app's ``/api/inngest``, called the way Inngest's executor calls it.
 
-    def __init__(self, serve_url: str, signing_key: str, timeout: float) -> None:
+    ``delay_s`` goes before every request: the time Inngest Cloud takes to reach a Lambda."""
+
+    def __init__(
+        self, serve_url: str, signing_key: str, timeout: float, delay_s: float = 0.0
+    ) -> None:
         self.serve_url = serve_url
+        self.delay_s = delay_s
         self._signing_key = signing_key
         self._timeout = timeout
         self._http: httpx.AsyncClient | None = None
@@ -92,6 +98,11 @@ class Endpoint:
         params = {"fnId": run.target.fn_id, "stepId": step_id or ROOT_STEP}
         try:
             async with slot:
+                # In flight from here, as far as concurrency limits are concerned.
+                if self.delay_s > 0:
+                    await asyncio.sleep(self.delay_s)
+                    if run.status == "cancelled":
+                        return transport_error("run cancelled before the call went out")
                 res = await self._http.post(
                     self.serve_url, params=params, content=body, headers=headers
                 )

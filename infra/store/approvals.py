@@ -42,6 +42,11 @@ async def ask(conn: Conn, message_id: MessageId, pending: dict[str, Any]) -> boo
     return await APPROVALS.ask(conn, message_id, pending)
 
 
+async def waiting(conn: Conn, message_id: MessageId, call_id: str) -> bool:
+    """Whether the call still waits for the user's decision, within its time."""
+    return await APPROVALS.waiting(conn, message_id, call_id)
+
+
 async def decision(conn: Conn, message_id: MessageId, call_id: str) -> Decision | None:
     found: Decision | None = await APPROVALS.reply(conn, message_id, call_id)
     return found

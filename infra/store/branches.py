@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn, Pool
@@ -33,6 +34,7 @@ from infra.store.chats import require_chat
 from infra.store.ids import ChatId, MessageId
 from infra.store.jobs import JobAlreadyActive
 from infra.store.messages import MessageMetadata
+from infra.store.statuses import LIVE_REPLY_STATUSES, UNFINISHED_STATUSES, with_statuses
 
 MAIN_BRANCH = "main"
 
@@ -132,7 +134,8 @@ where id = %(message_id)s
 # A reply still in the background comes with its latest draft (a page loaded mid-round shows
 # it rather than the quick path's text); an ended one with none.
 # (either transport's draft: see infra/store/drafts.py)
-HISTORY_COLUMNS = """
+HISTORY_COLUMNS = with_statuses(
+    """
 select m.id, m.role, m.content, m.status, m.parent_message_id, m.metadata, m.created_at,
   d.draft_content, d.seq as draft_seq
 from public.message m
@@ -141,9 +144,11 @@ left join lateral (
   union all
   select draft_content, seq from public.broadcast_draft where message_id = m.id
   order by seq desc limit 1
-) d on m.status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
+) d on m.status in ({live})
 where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
-"""
+""",
+    live=LIVE_REPLY_STATUSES,
+)
 HISTORY_ORDER = "order by m.created_at, m.role desc"
 HISTORY_SQL = HISTORY_COLUMNS + HISTORY_ORDER
 BRANCH_HISTORY_SQL = (
@@ -169,15 +174,18 @@ left join lateral (
 where b.chat_id = %(chat_id)s and b.assistant_id = %(assistant_id)s
 order by b.created_at, b.id
 """
-# Under the user's RLS, which lets them read their chat's jobs: the slot is held, by a job
-# other than a quick path silent past its lease (the next message frees that one).
-JOB_ACTIVE_SQL = """
+# Under the user's RLS, which lets them read their chat's jobs: a turn has not ended. The
+# policy "no switch while a turn runs" (migration 0017) asks the same of every write through
+# the Data API; a quick path that died counts until the next message or the outbox relay's
+# sweep ends it, as the database cannot know TURN_LEASE_S.
+JOB_ACTIVE_SQL = with_statuses(
+    """
 select 1 from public.job_runs
-where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
-  and status in ('waiting', 'queued', 'processing')
-  and not (kind = 'quick' and updated_at < now() - make_interval(secs => %(lease_s)s))
+where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s and status in ({unfinished})
 limit 1
-"""
+""",
+    unfinished=UNFINISHED_STATUSES,
+)
 
 
 class EditTargetNotFound(LookupError):
@@ -336,24 +344,24 @@ async def list_branches(
 
 
 async def activate(
-    pool: Pool,
-    claims: dict[str, Any],
-    *,
-    chat_id: ChatId,
-    assistant_id: str,
-    branch: str,
-    lease_s: float,
+    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str, branch: str
 ) -> None:
-    """Make `branch` the active one, under the user's RLS. JobAlreadyActive while a turn holds
-    the chat's slot: its messages land on the branch it began on."""
+    """Make `branch` the active one, under the user's RLS. JobAlreadyActive while a turn of the
+    chat has not ended (it holds the slot, paused too, or waits for it): its messages land on
+    the branch it began on."""
     params = {"chat_id": chat_id, "assistant_id": assistant_id, "branch": branch}
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)
         await _require_branch(conn, params)
-        busy = await conn.execute(JOB_ACTIVE_SQL, {**params, "lease_s": lease_s})
-        if await busy.fetchone() is not None:
+        if await (await conn.execute(JOB_ACTIVE_SQL, params)).fetchone() is not None:
             raise JobAlreadyActive(chat_id)
-        await conn.execute(SET_ACTIVE_SQL, params)
+        try:
+            await conn.execute(SET_ACTIVE_SQL, params)
+        except errors.InsufficientPrivilege as exc:
+            if "row-level security" not in str(exc):
+                raise
+            # The policy saw a turn that began after the check above.
+            raise JobAlreadyActive(chat_id) from exc
         await conn.execute(RESTALE_SQL, params)
 
 

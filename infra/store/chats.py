@@ -1,4 +1,5 @@
-"""A user's chats, read and created under their RLS (what supabase-js does on Supabase)."""
+"""A user's chats: read under their RLS (what supabase-js does on Supabase), created by the
+service."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 from psycopg import errors
 
 from infra.db import Conn, Pool
-from infra.store.access import act_as_user, user_transaction
+from infra.store.access import act_as_service, user_transaction
 from infra.store.ids import ChatId, UserId
 
 CHAT_VISIBLE_SQL = "select id from public.chat where id = %s"
@@ -16,12 +17,12 @@ select id, title, created_at, updated_at from public.chat
 order by created_at desc, id
 limit %s
 """
-# user_id comes from the claims, as a supabase-js insert relies on: the policy's check then
-# holds by construction, and nobody can create a chat for somebody else. An id that exists
-# already creates nothing (a seed run twice).
+# The service inserts a chat, for the user the verified claims name: the Data API roles may not
+# (migration 0017), since a chat created there would escape MAX_CHATS_PER_MINUTE. An id that
+# exists already, whoever's chat it is, creates nothing (a seed run twice).
 CREATE_CHAT_SQL = """
 insert into public.chat (id, user_id, title)
-values (coalesce(%s, gen_random_uuid()), (select auth.uid()), %s)
+values (coalesce(%s, gen_random_uuid()), %s, %s)
 on conflict (id) do nothing
 returning id, title, created_at, updated_at
 """
@@ -53,11 +54,14 @@ async def list_chats(pool: Pool, claims: dict[str, Any], *, limit: int) -> list[
 async def create_chat(
     conn: Conn, claims: dict[str, Any], *, title: str, chat_id: ChatId | None = None
 ) -> dict[str, Any] | None:
-    """A chat of the claims' user, in `conn`'s transaction and under their RLS; its row, or None
-    when `chat_id` names a chat that exists already."""
-    await act_as_user(conn, claims)
+    """A chat of the claims' user, in `conn`'s transaction, as the service (the caller counted
+    it: infra/store/limits.admit); its row, or None when `chat_id` names a chat that exists
+    already."""
+    await act_as_service(conn)
     try:
-        return await (await conn.execute(CREATE_CHAT_SQL, (chat_id, title))).fetchone()
+        return await (
+            await conn.execute(CREATE_CHAT_SQL, (chat_id, claims["sub"], title))
+        ).fetchone()
     except errors.ForeignKeyViolation as exc:
         raise UnknownUser from exc
 

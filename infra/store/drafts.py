@@ -32,6 +32,7 @@ from infra import telemetry
 from infra.db import Conn, Pool
 from infra.settings import Settings
 from infra.store.ids import ChatId, MessageId
+from infra.store.statuses import WRITING_REPLY_STATUSES, with_statuses
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +43,11 @@ DRAFT_EVENT = "draft"
 # Where the writer continues from, per transport.
 CURRENT_SEQ_SQL = {
     "table": """
-select seq, extract(epoch from clock_timestamp() - updated_at)::float8 as age
+select seq, draft_content, extract(epoch from clock_timestamp() - updated_at)::float8 as age
 from public.message_draft where message_id = %s
 """,
     "broadcast": """
-select seq, extract(epoch from clock_timestamp() - updated_at)::float8 as age
+select seq, draft_content, extract(epoch from clock_timestamp() - updated_at)::float8 as age
 from public.broadcast_draft where message_id = %s
 """,
 }
@@ -59,25 +60,29 @@ with table_draft as (delete from public.message_draft where message_id = %(messa
 delete from public.broadcast_draft where message_id = %(message_id)s
 """
 # The seq guard makes an older write (say, from an attempt that lost its lease) a no-op, the
-# length guard one that would show less than is shown (a round run again, or two attempts of it
-# at once, start again from the text before the round): a draft never goes backwards. A message
-# that ended (canceled while a round still streamed) gets no new draft.
-UPSERT_DRAFT_SQL = """
+# length guard one that would show less than is shown (two attempts of a round at once; one run
+# again keeps what its earlier attempt showed, turns/shown.py): a draft never goes backwards.
+# A message that ended (canceled while a round still streamed) gets no new draft.
+UPSERT_DRAFT_SQL = with_statuses(
+    """
 insert into public.message_draft (message_id, chat_id, draft_content, seq, updated_at)
 select %(message_id)s, %(chat_id)s, %(text)s, %(seq)s, now()
 where exists (
   select 1 from public.message
-  where id = %(message_id)s and status in ('queued', 'streaming')
+  where id = %(message_id)s and status in ({writing})
 )
 on conflict (message_id) do update
 set draft_content = excluded.draft_content, seq = excluded.seq, updated_at = excluded.updated_at
 where public.message_draft.seq < excluded.seq
   and length(public.message_draft.draft_content) <= length(excluded.draft_content)
-"""
+""",
+    writing=WRITING_REPLY_STATUSES,
+)
 # The same write and guards on the unlogged row, then, only if it landed, the broadcast: what the
 # write added to the draft it continues (read before the write, in the statement's snapshot),
 # else the whole draft.
-BROADCAST_DRAFT_SQL = """
+BROADCAST_DRAFT_SQL = with_statuses(
+    """
 with previous as (
   select draft_content, seq from public.broadcast_draft where message_id = %(message_id)s
 ), written as (
@@ -85,7 +90,7 @@ with previous as (
   select %(message_id)s, %(chat_id)s, %(text)s, %(seq)s, now()
   where exists (
     select 1 from public.message
-    where id = %(message_id)s and status in ('queued', 'streaming')
+    where id = %(message_id)s and status in ({writing})
   )
   on conflict (message_id) do update
   set draft_content = excluded.draft_content, seq = excluded.seq, updated_at = excluded.updated_at
@@ -106,7 +111,9 @@ select realtime.send(
   %(event)s, %(topic)s, true
 )
 from written left join continued on true
-"""
+""",
+    writing=WRITING_REPLY_STATUSES,
+)
 
 
 def chat_topic(chat_id: UUID) -> str:
@@ -140,7 +147,9 @@ class DraftWriter:
         self._clock = clock
         self._best_effort = best_effort
         self._seq = 0
-        self._written = 0  # length of the text as last written
+        self._written = ""  # the text as last written
+        # The stored draft `start` found: what subscribers were last shown, by whichever writer.
+        self.stored = ""
         self._last_write = float("-inf")
         self._lock = asyncio.Lock()
         self._timer: asyncio.Task[None] | None = None
@@ -179,20 +188,27 @@ class DraftWriter:
 
     async def start(self) -> None:
         """Continue from the stored draft: after its seq, so a retried round never writes behind
-        an older one, and its interval after its last write, whichever writer made it."""
+        an older one, and its interval after its last write, whichever writer made it. Its
+        text is `stored`, and is not written again."""
         async with self._pool.connection() as conn:
             query = CURRENT_SEQ_SQL[self._transport]
             row = await (await conn.execute(query, (self._message_id,))).fetchone()
         if row is not None:
             self._seq = int(row["seq"])
             self._last_write = self._clock() - max(0.0, row["age"])
+            self.stored = self._written = str(row["draft_content"])
 
     async def append(self, text: str) -> None:
+        await self.show(self._text + text)
+
+    async def show(self, text: str) -> None:
+        """The draft is `text` from now on, whether or not it continues the one before (the
+        store's guards still keep a draft from showing less than the stored one)."""
         self._raise_failure()
-        if not text:
+        if text == self._text:
             return
-        self._text += text
-        if len(self._text[self._written :].encode()) >= self._max_bytes:
+        self._text = text
+        if len(text.encode()) - len(self._written.encode()) >= self._max_bytes:
             await self.flush()
             return
         if self._timer is not None:
@@ -243,7 +259,7 @@ class DraftWriter:
 
     async def _write_locked(self) -> None:
         text = self._text
-        if len(text) == self._written:
+        if text == self._written:
             return
         self._seq += 1
         params = {
@@ -268,7 +284,7 @@ class DraftWriter:
             logger.warning(
                 "draft not written", extra={"message_id": str(self._message_id)}, exc_info=True
             )
-        self._written = len(text)
+        self._written = text
         self._last_write = self._clock()
         self.writes += 1
 

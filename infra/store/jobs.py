@@ -14,9 +14,9 @@ background), `turn` (a message enqueued behind another job; the background runs 
 The rules:
 
 - **One active job per chat and assistant**: a partial unique index over `queued`,
-  `processing` and `paused` is the slot. A turn takes it with its user's message
-  (`take_slot`), so two messages sent together are ordered by the database; `waiting` jobs
-  hold no slot.
+  `processing` and `paused` (`SLOT_STATUSES`, infra/store/statuses.py) is the slot. A turn
+  takes it with its user's message (`take_slot`), so two messages sent together are ordered by
+  the database; `waiting` jobs hold no slot.
 - **Promotion**: when a job leaves the slot, a deferred trigger makes the oldest `waiting` turn
   of that chat `queued`; its event goes out through the outbox (infra/store/outbox.py).
 - **The fence**: every write of a run that matters happens in a transaction that first passes
@@ -51,23 +51,26 @@ from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.drafts import delete_draft
 from infra.store.ids import ChatId, MessageId
+from infra.store.statuses import RUNNING_STATUSES, SLOT_STATUSES, with_statuses
 from infra.store.usage import Spent
 
-JobStatus = Literal["waiting", "queued", "processing", "paused", "completed", "error", "canceled"]
 JobKind = Literal["quick", "handoff", "turn"]
 
 # Waits for a concurrent taker to commit, then takes the slot or finds it taken. Runs before
 # the chat is known to be the caller's: if it is not, the transaction rolls this back.
-TAKE_SLOT_SQL = """
+TAKE_SLOT_SQL = with_statuses(
+    """
 insert into public.job_runs
   (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, run_id,
    payload)
 select %(chat_id)s, %(assistant_id)s, %(reply_id)s, 'processing', 'quick', %(event)s, %(key)s,
-       %(run_id)s, '{}'::jsonb
+       %(run_id)s, '{{}}'::jsonb
 where exists (select 1 from public.chat where id = %(chat_id)s)
-on conflict (chat_id, assistant_id) where status in ('queued', 'processing', 'paused') do nothing
+on conflict (chat_id, assistant_id) where status in ({slot}) do nothing
 returning id
-"""
+""",
+    slot=SLOT_STATUSES,
+)
 WAIT_SQL = """
 insert into public.job_runs
   (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, payload)
@@ -159,17 +162,23 @@ for update
 """
 # Only a live job can fail: a late report (another run's, one after a replay succeeded, the
 # failure handler after the function already failed the job itself) must not undo its end.
-FAIL_SQL = """
+FAIL_SQL = with_statuses(
+    """
 update public.job_runs set status = 'error', error = %s, updated_at = now()
-where idempotency_key = %s and status in ('queued', 'processing', 'paused')
+where idempotency_key = %s and status in ({slot})
 returning root_message_id, kind, extract(epoch from now() - created_at)::float8 as seconds
-"""
-CANCEL_SQL = """
+""",
+    slot=SLOT_STATUSES,
+)
+CANCEL_SQL = with_statuses(
+    """
 update public.job_runs set status = 'canceled', updated_at = now()
-where chat_id = %s and assistant_id = %s and status in ('queued', 'processing', 'paused')
+where chat_id = %s and assistant_id = %s and status in ({slot})
 returning idempotency_key, root_message_id, kind,
           extract(epoch from now() - created_at)::float8 as seconds
-"""
+""",
+    slot=SLOT_STATUSES,
+)
 # The update is the heartbeat too: a run that keeps writing keeps its lease.
 HOLD_SQL = """
 update public.job_runs set updated_at = now()
@@ -185,13 +194,16 @@ set metadata = metadata || jsonb_build_object(
   'roundReruns', coalesce((metadata ->> 'roundReruns')::int, 0) + 1)
 where idempotency_key = %s
 """
-# Every unfinished background job, each with its event's data. Only for a caller that knows no
-# run of any of them is alive: a live run would lose its hold on the job.
-RELEASE_SQL = """
+# Every running background job (queued or processing), each with its event's data. Only for a
+# caller that knows no run of any of them is alive: a live run would lose its hold on the job.
+RELEASE_SQL = with_statuses(
+    """
 update public.job_runs set status = 'queued', updated_at = now()
-where kind <> 'quick' and status in ('queued', 'processing')
+where kind <> 'quick' and status in ({running})
 returning idempotency_key, payload
-"""
+""",
+    running=RUNNING_STATUSES,
+)
 
 
 class JobAlreadyActive(RuntimeError):
@@ -301,7 +313,7 @@ async def claim(pool: Pool, job_key: str, run_id: str, *, lease_s: float) -> Cla
 
 
 async def release_all(pool: Pool) -> list[ReleasedJob]:
-    """Every unfinished background job back to `queued`, for a fresh run of its event to claim.
+    """Every running background job back to `queued`, for a fresh run of its event to claim.
     Only when every run of them is known to be gone (the executor that ran them stopped)."""
     async with pool.connection() as conn:
         rows = await (await conn.execute(RELEASE_SQL)).fetchall()
@@ -360,18 +372,22 @@ async def finish(
     return True
 
 
-async def fail(pool: Pool, *, job_key: str, user_text: str, error: str) -> bool:
-    """The reply says `user_text`; `error` (a code, no internals) stays on the job. False if
-    the job had ended already."""
+async def fail(
+    pool: Pool, *, job_key: str, user_text: str, error: str, shown: str | None = None
+) -> str | None:
+    """The reply keeps what it showed (`shown`, else its latest draft) and says `user_text`
+    after it (messages.fail); `error` (a code, no internals) stays on the job. The reply's text
+    as it ended; None if the job had ended already (or the reply had)."""
     async with pool.connection() as conn, conn.transaction():
         row = await (await conn.execute(FAIL_SQL, (error, job_key))).fetchone()
         if row is None:
-            return False
+            return None
         _ended(row, "error", row["kind"])
-        if row["root_message_id"] is not None:
-            await messages.fail(conn, row["root_message_id"], user_text)
-            await delete_draft(conn, row["root_message_id"])
-    return True
+        if row["root_message_id"] is None:
+            return None
+        content = await messages.fail(conn, row["root_message_id"], user_text, shown)
+        await delete_draft(conn, row["root_message_id"])
+    return content
 
 
 async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJob | None:

@@ -4,8 +4,9 @@
   (`MAX_CHATS_PER_MINUTE`): the turns the user started, the chats they created, in the last 60
   seconds. `handoff.user_limits` keeps each user's latest few of each, by time (migration 0012).
 - **Active turns** (`MAX_ACTIVE_TURNS_PER_USER`): the user's jobs that have not ended, in any of
-  their chats: `waiting` (enqueued behind another turn), `queued` and `processing` (a quick path
-  streaming, a background job running or waiting for an approval). A quick job silent past
+  their chats (`UNFINISHED_STATUSES`, infra/store/statuses.py): `waiting` (enqueued behind
+  another turn), `queued`, `processing` (a quick path streaming, a background job running or
+  waiting for an approval) and `paused`. A quick job silent past
   `TURN_LEASE_S` is taken for dead (infra/store/jobs.py) and does not count; a message sent with
   `interrupt` does not count the job it cancels. Counted by the statement that stores the user's
   message (infra/store/messages.py).
@@ -20,7 +21,7 @@ back: nothing of it is stored, its time included. On the common path the limits 
 statement.
 
 The times live outside the Data API: a user cannot make room by deleting their own messages or
-chats.
+chats. Nor can they create a chat there (migration 0017): only the API's, counted here, exist.
 
 - **Daily tokens** (`MAX_USER_DAILY_TOKENS`, unset: none): the input and output tokens of the
   user's replies recorded since midnight UTC, summed from `public.reply_usage`

@@ -6,21 +6,18 @@ from typing import Any, Literal, TypedDict
 
 from psycopg.types.json import Jsonb
 
+from agent.snapshot import failed_text
 from infra.db import Conn, Pool
 from infra.store.access import user_transaction
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLimits
+from infra.store.statuses import (
+    LIVE_REPLY_STATUSES,
+    SLOT_STATUSES,
+    UNFINISHED_STATUSES,
+    with_statuses,
+)
 
-MessageStatus = Literal[
-    "queued",
-    "streaming",
-    "awaiting_approval",
-    "awaiting_input",
-    "paused",
-    "completed",
-    "error",
-    "canceled",
-]
 # What a reply is inserted as: streaming on its quick path, or queued for the background.
 ReplyStatus = Literal["streaming", "queued"]
 # How a quick path leaves its reply: handed to the background, or ended.
@@ -58,19 +55,23 @@ class DuplicateMessage(RuntimeError):
 # has fewer than `max_active` turns that have not ended (infra/store/limits.py; the caller holds
 # the user's row of handoff.user_limits). This turn's own job is not counted (its slot may be
 # taken already), nor, for a message that interrupts, the job it cancels.
-ADMIT_SQL = """
+ADMIT_SQL = with_statuses(
+    """
 with visible as (
   select id from public.chat where id = %(chat_id)s
 ), admitted as (
   select count(*) < %(max_active)s as ok
   from public.chat c join public.job_runs j on j.chat_id = c.id
   where c.user_id = %(user_id)s
-    and j.status in ('waiting', 'queued', 'processing', 'paused')
+    and j.status in ({unfinished})
     and j.idempotency_key <> %(job_key)s
     and not (j.kind = 'quick' and j.updated_at < now() - make_interval(secs => %(lease_s)s))
     and not (%(interrupts)s and j.chat_id = %(chat_id)s and j.assistant_id = %(assistant_id)s
-             and j.status in ('queued', 'processing', 'paused'))
-)"""
+             and j.status in ({slot}))
+)""",
+    unfinished=UNFINISHED_STATUSES,
+    slot=SLOT_STATUSES,
+)
 STORE_USER_MESSAGE_SQL = (
     ADMIT_SQL  # noqa: S608 (constants only)
     + """, inserted as (
@@ -116,14 +117,16 @@ where id = %s and status = 'canceled'
 """
 # The background job's progress (agent status, tool calls) for subscribers, and after a stored
 # round the turn's usage so far; an ended message keeps the snapshot it ended with.
-RECORD_SNAPSHOT_SQL = """
+RECORD_SNAPSHOT_SQL = with_statuses(
+    """
 update public.message
 set metadata = metadata || jsonb_build_object('snapshot', %s::jsonb)
       || jsonb_strip_nulls(jsonb_build_object('usage', %s::jsonb)),
     updated_at = now()
-where id = %s
-  and status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
-"""
+where id = %s and status in ({live})
+""",
+    live=LIVE_REPLY_STATUSES,
+)
 STREAMING_SQL = """
 update public.message set status = 'streaming', updated_at = now()
 where id = %s and status in ('queued', 'error', 'streaming')
@@ -135,13 +138,27 @@ set content = %s, status = 'completed', updated_at = now(),
     metadata = metadata || jsonb_build_object('checkpointId', %s::text, 'usage', %s::jsonb)
 where id = %s
 """
+# What a reply has shown, the latest draft (either transport's) or else its content, locked
+# for the failure's update: a failed reply keeps it (agent.snapshot.failed_text).
+LAST_SHOWN_SQL = """
+select coalesce(
+    (select d.draft_content from (
+      select draft_content, seq from public.message_draft where message_id = m.id
+      union all
+      select draft_content, seq from public.broadcast_draft where message_id = m.id
+    ) d order by d.seq desc limit 1),
+    m.content) as shown
+from public.message m
+where m.id = %s and m.status <> 'completed'
+for update of m
+"""
 FAIL_SQL = """
-update public.message set content = %s, status = 'error', updated_at = now()
-where id = %s and status <> 'completed'
+update public.message set content = %s, status = 'error', updated_at = now() where id = %s
 """
 # The message keeps what the user saw: its latest draft, else the text the quick path streamed.
 # (either transport's: see infra/store/drafts.py)
-CANCEL_SQL = """
+CANCEL_SQL = with_statuses(
+    """
 update public.message m
 set content = coalesce(
       (select d.draft_content from (
@@ -151,9 +168,10 @@ set content = coalesce(
       ) d order by d.seq desc limit 1),
       m.content),
     status = 'canceled', updated_at = now()
-where m.id = %s
-  and m.status in ('queued', 'streaming', 'awaiting_approval', 'awaiting_input', 'paused')
-"""
+where m.id = %s and m.status in ({live})
+""",
+    live=LIVE_REPLY_STATUSES,
+)
 
 VISIBLE_SQL = "select 1 from public.message where id = %s"
 
@@ -270,9 +288,18 @@ async def complete(
     await conn.execute(COMPLETE_SQL, (content, checkpoint_id, Jsonb(usage), message_id))
 
 
-async def fail(conn: Conn, message_id: MessageId, user_text: str) -> None:
-    """The reply says `user_text`, unless it completed already."""
-    await conn.execute(FAIL_SQL, (user_text, message_id))
+async def fail(
+    conn: Conn, message_id: MessageId, user_text: str, shown: str | None = None
+) -> str | None:
+    """The reply keeps what it showed (`shown`, else its latest draft or its content) and says
+    `user_text` after it, unless it completed already; its text as it ended (None: it had
+    completed)."""
+    row = await (await conn.execute(LAST_SHOWN_SQL, (message_id,))).fetchone()
+    if row is None:
+        return None
+    content = failed_text(row["shown"] if shown is None else shown, user_text)
+    await conn.execute(FAIL_SQL, (content, message_id))
+    return content
 
 
 async def cancel(conn: Conn, message_id: MessageId) -> None:

@@ -25,38 +25,56 @@ from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.drafts import delete_draft
 from infra.store.ids import ChatId, MessageId
+from infra.store.statuses import RUNNING_STATUSES, WRITING_REPLY_STATUSES, with_statuses
 
-REQUEST_SQL = """
+REQUEST_SQL = with_statuses(
+    """
 update public.job_runs
-set metadata = metadata || '{"pauseRequested": true}'::jsonb
-where chat_id = %s and assistant_id = %s and status in ('queued', 'processing')
+set metadata = metadata || '{{"pauseRequested": true}}'::jsonb
+where chat_id = %s and assistant_id = %s and status in ({running})
 returning root_message_id
-"""
+""",
+    running=RUNNING_STATUSES,
+)
 REQUESTED_SQL = """
 select coalesce((metadata ->> 'pauseRequested')::boolean, false) as requested
 from public.job_runs where idempotency_key = %s
 """
-# Only the run that holds the job running pauses it (the caller passed `hold` first).
+# Only the run that holds the job running pauses it (the caller passed `hold` first). The
+# deadline it keeps is what a run reads when one of its waits ends without the resume.
 PAUSE_SQL = """
 update public.job_runs
-set status = 'paused', metadata = metadata - 'pauseRequested', updated_at = now()
+set status = 'paused', updated_at = now(),
+    metadata = (metadata - 'pauseRequested')
+      || jsonb_build_object('pausedUntil', now() + make_interval(secs => %s))
 where idempotency_key = %s and run_id = %s and status = 'processing'
   and coalesce((metadata ->> 'pauseRequested')::boolean, false)
 returning root_message_id
 """
-PAUSE_REPLY_SQL = """
+PAUSE_REPLY_SQL = with_statuses(
+    """
 update public.message set status = 'paused', updated_at = now()
-where id = %s and status in ('queued', 'streaming')
-"""
+where id = %s and status in ({writing})
+""",
+    writing=WRITING_REPLY_STATUSES,
+)
 RESUME_SQL = """
 update public.job_runs
-set status = 'processing', updated_at = now(), metadata = metadata || %s
+set status = 'processing', updated_at = now(), metadata = (metadata - 'pausedUntil') || %s
 where chat_id = %s and assistant_id = %s and status = 'paused'
 returning root_message_id
 """
 RESUME_REPLY_SQL = """
 update public.message set status = 'streaming', updated_at = now()
 where id = %s and status = 'paused'
+"""
+# Whether the run's pause goes on: still paused, before its deadline (a job paused before the
+# deadline was kept has the one its updated_at gives: nothing writes a paused job).
+STILL_PAUSED_SQL = """
+select 1 from public.job_runs
+where idempotency_key = %s and run_id = %s and status = 'paused'
+  and coalesce((metadata ->> 'pausedUntil')::timestamptz,
+               updated_at + make_interval(secs => %s)) > now()
 """
 STATE_SQL = """
 select status, metadata ->> 'instruction' as instruction from public.job_runs
@@ -128,14 +146,21 @@ async def pause_requested(conn: Conn, job_key: str) -> bool:
     return bool(row and row["requested"])
 
 
-async def pause(conn: Conn, job_key: str, run_id: str) -> bool:
-    """Job and reply `paused`, if a pause was asked for and `run_id` holds the job."""
-    row = await (await conn.execute(PAUSE_SQL, (job_key, run_id))).fetchone()
+async def pause(conn: Conn, job_key: str, run_id: str, timeout_s: float) -> bool:
+    """Job and reply `paused` for at most `timeout_s`, if a pause was asked for and `run_id`
+    holds the job."""
+    row = await (await conn.execute(PAUSE_SQL, (timeout_s, job_key, run_id))).fetchone()
     if row is None:
         return False
     if row["root_message_id"] is not None:
         await conn.execute(PAUSE_REPLY_SQL, (row["root_message_id"],))
     return True
+
+
+async def still_paused(conn: Conn, job_key: str, run_id: str, timeout_s: float) -> bool:
+    """Whether `run_id`'s pause of the job goes on: not resumed, ended or past its time."""
+    params = (job_key, run_id, timeout_s)
+    return await (await conn.execute(STILL_PAUSED_SQL, params)).fetchone() is not None
 
 
 async def settle(conn: Conn, job_key: str) -> Resumed:

@@ -17,16 +17,20 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn
+from infra.store.statuses import WRITING_REPLY_STATUSES, with_statuses
 
-ASK_SQL = """
+ASK_SQL = with_statuses(
+    """
 update public.message
 set status = %(status)s::text,
     metadata = metadata || jsonb_build_object(%(pending_key)s::text, %(pending)s::jsonb),
     updated_at = now()
-where id = %(message_id)s and status in ('queued', 'streaming')
-  and not (coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text)
+where id = %(message_id)s and status in ({writing})
+  and not (coalesce(metadata -> %(record_key)s::text, '{{}}'::jsonb) ? %(id)s::text)
 returning id
-"""
+""",
+    writing=WRITING_REPLY_STATUSES,
+)
 REPLY_SQL = """
 select metadata -> %(record_key)s::text -> %(id)s::text as reply from public.message
 where id = %(message_id)s
@@ -48,6 +52,14 @@ set metadata = metadata || jsonb_build_object(
 where id = %(message_id)s and status = %(status)s::text
   and not (coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text)
 returning id
+"""
+# Whether the prompt still waits for the user: open, not replied to, not past its expiresAt.
+WAITING_SQL = """
+select 1 from public.message
+where id = %(message_id)s and status = %(status)s::text
+  and metadata -> %(pending_key)s::text ->> %(id_key)s::text = %(id)s::text
+  and not (coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text)
+  and coalesce((metadata -> %(pending_key)s::text ->> 'expiresAt')::timestamptz > now(), true)
 """
 SETTLE_SQL = """
 update public.message
@@ -84,6 +96,11 @@ class PromptKind:
         """The recorded reply, or None."""
         row = await (await conn.execute(REPLY_SQL, self._params(message_id, prompt_id))).fetchone()
         return row["reply"] if row else None
+
+    async def waiting(self, conn: Conn, message_id: Any, prompt_id: str) -> bool:
+        """Whether the prompt is open, without the user's reply, and not past its time."""
+        params = self._params(message_id, prompt_id)
+        return await (await conn.execute(WAITING_SQL, params)).fetchone() is not None
 
     async def settle(self, conn: Conn, message_id: Any, prompt_id: str, fallback: Any) -> Any:
         """Record `fallback` unless the user's reply is there, close the prompt; the reply."""

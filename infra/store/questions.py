@@ -43,6 +43,11 @@ async def ask(conn: Conn, message_id: MessageId, pending: dict[str, Any]) -> boo
     return await QUESTIONS.ask(conn, message_id, pending)
 
 
+async def waiting(conn: Conn, message_id: MessageId, question_id: str) -> bool:
+    """Whether the question still waits for the user's answer, within its time."""
+    return await QUESTIONS.waiting(conn, message_id, question_id)
+
+
 async def settle(conn: Conn, message_id: MessageId, question_id: str) -> Answer:
     """The user's answer, or a timeout recorded now if there is none; the question closes."""
     settled: Answer = await QUESTIONS.settle(

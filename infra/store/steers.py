@@ -16,18 +16,22 @@ from psycopg.types.json import Jsonb
 
 from infra.db import Conn
 from infra.store.ids import ChatId, MessageId
+from infra.store.statuses import SLOT_STATUSES, with_statuses
 
 # Only a background job (a quick path has no boundary to take a message at); one of the
 # service's writes, as the Data API roles cannot write jobs.
-STEER_SQL = """
+STEER_SQL = with_statuses(
+    """
 update public.job_runs
 set metadata = metadata || jsonb_build_object(
       'steered', coalesce(metadata -> 'steered', '[]'::jsonb) || %(message)s::jsonb),
     updated_at = updated_at
 where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s and kind <> 'quick'
-  and status in ('queued', 'processing', 'paused')
+  and status in ({slot})
 returning idempotency_key, root_message_id
-"""
+""",
+    slot=SLOT_STATUSES,
+)
 MARK_SQL = """
 update public.message
 set metadata = metadata || jsonb_build_object('steeredInto', %s::text)

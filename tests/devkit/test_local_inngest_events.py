@@ -228,6 +228,42 @@ async def test_an_event_sent_before_the_wait_began_does_not_count(harness: Harne
     assert done.output["approved"]["by"] == "late"
 
 
+async def test_an_event_between_the_last_step_and_the_wait_does_not_count(
+    harness: Harness,
+) -> None:
+    # GIVEN calls to the app that take half a second to arrive, as from Inngest Cloud to a
+    # Lambda, and a run whose step before the wait has just run (its output memoized)
+    harness.local.call_delay_s = 0.5
+    try:
+        request_id = new_id()
+        trigger_id = await harness.send("test/request", requestId=request_id)
+        async with asyncio.timeout(10):
+            # Polls: a memoized step output is no change that wait_for() hears.
+            while not any(  # noqa: ASYNC110
+                r.event_id == trigger_id and "prepare" in r.attempts for r in harness.local.runs()
+            ):
+                await asyncio.sleep(0.01)
+        (run,) = [r for r in harness.local.runs() if r.event_id == trigger_id]
+        # WHEN the approval comes now, while the call that would reach the wait is on its way
+        assert run.run_id not in [w.run_id for w in harness.local.waiting()]
+        sent = asyncio.get_running_loop().time()
+        await harness.send("test/approved", requestId=request_id, verdict="approve", by="early")
+        await harness.local.wait_for(
+            lambda: run.run_id in [w.run_id for w in harness.local.waiting()], timeout=10
+        )
+        # THEN the wait began only after the delay, and the early approval is not its output
+        assert asyncio.get_running_loop().time() - sent >= 0.3
+        await harness.local.wait_idle(timeout=10)
+        assert harness.run(run.run_id).status == "running"
+        await harness.send("test/approved", requestId=request_id, verdict="approve", by="late")
+        await harness.local.wait_idle(timeout=10)
+    finally:
+        harness.local.call_delay_s = 0.0
+    done = harness.run(run.run_id)
+    assert done.status == "completed"
+    assert done.output["approved"]["by"] == "late"
+
+
 async def test_runs_waiting_on_different_ids_each_get_their_own_event(harness: Harness) -> None:
     first_id, second_id = new_id(), new_id()
     first = await harness.start("test/request", requestId=first_id)

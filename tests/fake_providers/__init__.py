@@ -8,8 +8,10 @@
         ...
         assert fake.requests[0].body["messages"][-1]["role"] == "user"
 
-Each request pops the next scripted `Reply` (an empty queue echoes the last user text) and is
-recorded as a `Received` with its path, headers and JSON body.
+Each request pops the next scripted `Reply` (an empty queue echoes the last user text, or, after
+`fake.vary(answer)`, gets `answer(n, body)` for the fake's request number `n`: see `Varying`, a
+provider that answers differently each time) and is recorded as a `Received` with its path,
+headers and JSON body.
 
 Served:
 
@@ -62,9 +64,11 @@ from tests.fake_providers.script import (
     ToolCall,
     Usage,
 )
-from tests.fake_providers.server import FakeProviders, serve_fake_providers
+from tests.fake_providers.server import Answer, FakeProviders, serve_fake_providers
+from tests.fake_providers.varying import Varying, retold
 
 __all__ = [
+    "Answer",
     "CleanEof",
     "CutStream",
     "FakeProviders",
@@ -78,5 +82,7 @@ __all__ = [
     "StreamError",
     "ToolCall",
     "Usage",
+    "Varying",
+    "retold",
     "serve_fake_providers",
 ]

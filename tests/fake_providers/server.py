@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any, Literal
@@ -36,6 +36,11 @@ class ConnectionDropped(Exception):
     """Raised mid-body so that uvicorn closes the connection without ending the response."""
 
 
+# What a request that finds the queue empty gets when the fake varies (`FakeProviders.vary`):
+# a reply by the request's number, counting the fake's requests from 0, and its body.
+Answer = Callable[[int, Mapping[str, Any]], Reply]
+
+
 class FakeProviders:
     """Scripted replies in, recorded requests out. Serve `app()` (see `serve_fake_providers`)."""
 
@@ -45,10 +50,16 @@ class FakeProviders:
         self.replies: deque[Reply] = deque()
         self.requests: list[Received] = []
         self.origin = ""
+        self._answer: Answer | None = None
 
     def script(self, *replies: Reply) -> None:
         """Queue replies: each request pops the next; an empty queue echoes the user."""
         self.replies.extend(replies)
+
+    def vary(self, answer: Answer | None) -> None:
+        """Answer a request that finds the queue empty with `answer(n, body)`, `n` counting
+        the fake's requests (both providers') from 0, instead of the echo; None: the echo."""
+        self._answer = answer
 
     @property
     def openai_base_url(self) -> str:
@@ -80,6 +91,9 @@ class FakeProviders:
     def _next_reply(self, body: Mapping[str, Any]) -> Reply:
         if self.replies:
             return self.replies.popleft()
+        if self._answer is not None:
+            # This request is recorded already: it is number len - 1.
+            return self._answer(len(self.requests) - 1, body)
         return replace(echo_reply(body), first_chunk_delay_ms=self.first_chunk_delay_ms)
 
     async def _openai(self, request: Request) -> Response:

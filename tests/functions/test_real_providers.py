@@ -152,7 +152,8 @@ async def test_a_provider_that_stays_busy_gets_its_own_code_and_words(
         fake.script(*[Reply(fault=RateLimited(retry_after=0)) for _ in range(3)])
         events = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "?"})
     message = USER_TEXT["rate_limited"]
-    assert events[-1] == ("error", {"code": "rate_limited", "message": message})
+    # Nothing was shown: the reply's content is the plain words alone.
+    assert events[-1] == ("error", {"code": "rate_limited", "message": message, "content": message})
     rows = await fetch(database_url, "select status, content from message where role = 'assistant'")
     assert rows == [{"status": "error", "content": message}]
     [job] = await fetch(database_url, "select status, error from job_runs")
@@ -185,7 +186,13 @@ async def test_a_provider_that_cannot_answer_is_said_so_in_plain_words(
         fake.script(Reply(text=["Here ", "now."]))
         again = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "?"})
     message = USER_TEXT["model_unavailable"]
-    assert events[-1] == ("error", {"code": "model_unavailable", "message": message})
+    # What was shown stays, the plain words after it (tests/functions/test_what_was_shown.py).
+    shown = "".join(tokens(events))
+    ended = f"{shown}\n\n({message})" if shown else message
+    assert events[-1] == (
+        "error",
+        {"code": "model_unavailable", "message": message, "content": ended},
+    )
     assert again[-1][0] == "done"
 
 

@@ -51,7 +51,9 @@ async def test_a_checkpoint_from_a_newer_version_fails_once_with_a_clear_message
     assert run.error["name"] == "NonRetriableError"
     assert set(run.attempts.values()) == {1}
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
-    assert (message["status"], message["content"]) == ("error", INCOMPATIBLE_VERSION)
+    # What the quick path showed stays, the plain words after it.
+    ended = f"Let me use calc for that.\n\n({INCOMPATIBLE_VERSION})"
+    assert (message["status"], message["content"]) == ("error", ended)
     [job] = await fetch(database_url, "select * from job_runs")
     assert job["status"] == "error"
     assert job["error"] == "incompatible_version"

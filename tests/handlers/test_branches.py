@@ -4,14 +4,24 @@ and the next message follow it."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 
+from handlers.app import create_app
+from infra.settings import Settings
+from infra.store.statuses import UNFINISHED_STATUSES, JobStatus
 from tests.support import (
+    JWT_SECRET,
     Stack,
     create_user_with_chat,
     durable_messages,
+    execute,
+    insert_message,
     parse_sse,
     running_stack,
     token_for,
@@ -302,3 +312,43 @@ async def test_only_the_owner_regenerates_lists_or_switches_branches(database_ur
         # The owner's chat is as it was.
         assert (await branches(stack, token_for(owner), chat_id))["activeBranchId"] == "main"
         assert len((await history(stack, token_for(owner), chat_id, all="true"))["messages"]) == 2
+
+
+@asynccontextmanager
+async def in_process_app(database_url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The respond app in-process: enough for requests that start no turn."""
+    app = create_app(Settings(database_url=database_url, supabase_jwt_secret=JWT_SECRET))
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://test") as http,
+    ):
+        yield http
+
+
+SEED_BRANCHES_SQL = """
+insert into public.branch (chat_id, id) values (%s, 'main'), (%s, 'other')
+"""
+SEED_JOB_SQL = """
+insert into public.job_runs
+  (chat_id, root_message_id, status, kind, event_name, idempotency_key, payload)
+values (%s, %s, %s, 'handoff', 'chat/tool_handoff', %s, '{}')
+"""
+
+
+@pytest.mark.parametrize("status", UNFINISHED_STATUSES)
+async def test_no_switch_while_a_turn_has_not_ended(database_url: str, status: JobStatus) -> None:
+    # GIVEN a chat with two branches and a turn in `status` (a paused one holds the chat's slot
+    # like a running one: resumed, its messages land on the branch it began on)
+    user_id, chat_id = await create_user_with_chat(database_url)
+    reply = await insert_message(database_url, chat_id)
+    await execute(database_url, SEED_BRANCHES_SQL, chat_id, chat_id)
+    await execute(database_url, SEED_JOB_SQL, chat_id, reply, status, str(uuid.uuid4()))
+    async with in_process_app(database_url) as http:
+        # WHEN the user switches to the other branch
+        switch = await http.post(
+            f"/api/chat/{chat_id}/branches/other/activate", headers=auth(token_for(user_id))
+        )
+    # THEN the switch is refused as while any answer is being prepared
+    assert switch.status_code == 409, switch.text
+    assert switch.json()["error"]["code"] == "job_in_progress"

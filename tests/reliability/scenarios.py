@@ -1,5 +1,6 @@
 """The core loop under duplicates, replays, crashes, a failed send, a vanished client, a round
-past its time budget and a server killed mid-stream.
+past its time budget, a server killed mid-stream and a provider that answers a round run again
+differently.
 
 Each scenario runs the real stack (the app under uvicorn, the local executor driving its real
 Inngest endpoint, a real Postgres) once and returns one `Figures` per turn it checked. The tests
@@ -18,6 +19,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
 
@@ -26,9 +28,18 @@ import psycopg
 from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 
-from agent.snapshot import CUT_SHORT_TEXT, STOPPED_TEXT
+from agent.snapshot import CUT_SHORT_TEXT, RESTARTED_TEXT, STOPPED_TEXT
 from agent.tools import demo_tools
 from tests.dev_server import dev_servers, start_handoff_dev
+from tests.fake_providers import (
+    CutStream,
+    Fault,
+    Reply,
+    StreamError,
+    ToolCall,
+    Varying,
+    serve_fake_providers,
+)
 from tests.support import (
     DRAFT_LOG_SQL,
     JWT_SECRET,
@@ -554,6 +565,55 @@ async def one_users_burst(databases: Databases) -> list[Figures]:
         ]
 
 
+# --- 10. a round run again after a mid-stream failure, answered differently --------------------
+
+# Through langchain-openai: the round's first answer breaks off after 12 words, one way or
+# another, and the attempt that runs it again is answered in other words.
+MID_STREAM_FAULTS: tuple[Fault, ...] = (CutStream(after=12), StreamError(after=12))
+
+
+async def round_answered_anew(databases: Databases) -> list[Figures]:
+    """For each fault, one turn: the page's drafts only ever grow, and the stored reply starts
+    with the last of them, saying that the answer started over: never silently different."""
+    figures: list[Figures] = []
+    for fault in MID_STREAM_FAULTS:
+        async with databases() as url, serve_fake_providers() as fake:
+            await prepare(url)
+            user_id, chat_id = await create_user_with_chat(url)
+            async with running_stack(
+                url,
+                tools=recording_tools(url),
+                model="openai:gpt-4o-mini",
+                openai_base_url=fake.openai_base_url,
+                openai_api_key="test-key",
+            ) as stack:
+                first = Reply(
+                    text=["Let me record it."], tool_calls=[ToolCall("record", {"input": "a"})]
+                )
+                fake.vary(Varying(first=first, faults={1: fault}, chunk_delay_ms=20))
+                started = time.perf_counter()
+                events = await stack.respond(
+                    token_for(user_id), {"chatId": str(chat_id), "content": "Note a."}
+                )
+                handoff_event_id(events)
+                await stack.executor.wait_idle(RUN_TIMEOUT_S)
+                seconds = time.perf_counter() - started
+            [reply] = await fetch(
+                url, "select * from message where chat_id = %s and role = 'assistant'", chat_id
+            )
+            drafts = [w["draft_content"] for w in await fetch(url, DRAFT_WRITES_SQL)]
+            shown = [*drafts, reply["content"]]
+            good = (
+                reply["status"] == "completed"
+                and len(drafts) > 1
+                and all(later.startswith(earlier) for earlier, later in pairwise(shown))
+                and RESTARTED_TEXT in reply["content"]
+            )
+            turn = await turn_figures(url, chat_id, reply["content"], seconds)
+            figures.append({**turn, "final_messages": int(good), "lost": 1 - int(good)})
+    return figures
+
+
 Scenario = Callable[[Databases], Awaitable[list[Figures]]]
 
 SCENARIOS: dict[str, Scenario] = {
@@ -566,4 +626,5 @@ SCENARIOS: dict[str, Scenario] = {
     "server killed mid-stream": quick_path_killed,
     "3 MB tool output, no bucket": large_tool_output,
     "one user's burst past the limit": one_users_burst,
+    "round answered anew after a mid-stream failure": round_answered_anew,
 }

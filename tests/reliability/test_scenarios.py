@@ -17,6 +17,7 @@ from tests.reliability.scenarios import (
     outbox_resend,
     quick_path_killed,
     replay_after_failure,
+    round_answered_anew,
     round_past_budget,
 )
 
@@ -79,3 +80,9 @@ async def test_a_users_burst_past_their_limit_loses_and_doubles_nothing(
     assert without_time(await one_users_burst(databases)) == [
         {**CLEAN, "final_messages": MAX_ACTIVE}
     ]
+
+
+async def test_a_round_answered_anew_after_a_mid_stream_failure_keeps_what_it_showed(
+    databases: Databases,
+) -> None:
+    assert without_time(await round_answered_anew(databases)) == [CLEAN, CLEAN]

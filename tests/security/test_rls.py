@@ -4,10 +4,10 @@ Every attempt runs the way PostgREST runs a request (and as `infra.store.access.
 does): in a transaction, with `request.jwt.claims` set and `set local role` to the request's
 role. The transaction is then rolled back, so every case starts from the same seeded database.
 
-Each case runs under two sets of table privileges: the ones our migrations grant, and Supabase's,
-whose default privileges give `anon` and `authenticated` every privilege on every table in
-`public`. Under the second, row-level security is the only thing standing between a user and
-someone else's rows, which is how a real project runs.
+Each case runs on two databases: one migrated on plain Postgres, and one migrated as a Supabase
+project is, whose default privileges give `anon` and `authenticated` every privilege on every
+table created in `public` (the migrations revoke what they do not mean to grant:
+tests/security/test_privileges.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tests.databases import fresh_database
 from tests.support import create_user_with_chat
 
 Table = Literal["chat", "message", "message_draft", "broadcast_draft", "job_runs", "reply_usage"]
-Operation = Literal["select", "insert", "update", "delete"]
+Operation = Literal["select", "insert", "update", "delete", "truncate"]
 Actor = Literal["owner", "other_user", "anon"]
 Grants = Literal["our_grants", "supabase_grants"]
 
@@ -42,8 +42,6 @@ OPERATIONS: tuple[Operation, ...] = ("select", "insert", "update", "delete")
 ACTORS: tuple[Actor, ...] = ("owner", "other_user", "anon")
 GRANTS: tuple[Grants, ...] = ("our_grants", "supabase_grants")
 
-# What Supabase's `alter default privileges ... in schema public` amounts to for our tables.
-SUPABASE_GRANTS_SQL = "grant all on all tables in schema public to anon, authenticated"
 SET_CLAIMS_SQL = "select set_config('request.jwt.claims', %s, true)"
 SET_ROLE_SQL = {
     "anon": "set local role anon",
@@ -72,7 +70,7 @@ CHAT_COLUMN: dict[Table, str] = {
 }
 # Writes aimed at the owner's rows. The same statement is tried by every actor, so a refusal
 # for the other user means something only because the owner may run it (where the owner may).
-WRITE_SQL: dict[tuple[Table, Operation], str] = {
+WRITE_SQL: dict[tuple[Table, Operation], str | sql.Composed] = {
     ("chat", "insert"): "insert into public.chat (user_id, title) values (%(user)s, 'planted')",
     ("chat", "update"): "update public.chat set title = 'changed' where id = %(chat)s",
     ("chat", "delete"): "delete from public.chat where id = %(chat)s",
@@ -116,6 +114,11 @@ WRITE_SQL: dict[tuple[Table, Operation], str] = {
         "update public.reply_usage set input_tokens = 0 where chat_id = %(chat)s"
     ),
     ("reply_usage", "delete"): "delete from public.reply_usage where chat_id = %(chat)s",
+    # Row-level security does not filter a truncate: the privilege alone decides.
+    **{
+        (table, "truncate"): sql.SQL("truncate {} cascade").format(sql.Identifier("public", table))
+        for table in TABLES
+    },
 }
 CLOSED_RELATIONS = (
     "langgraph.checkpoints",
@@ -162,11 +165,15 @@ values (%s, %s, %s, 'scripted', 12, 34)
 
 
 def may(actor: Actor, table: Table, operation: Operation) -> bool:
-    """The policy under test: owners read everything of theirs and write chats and messages;
-    drafts, jobs and usage are written by the service only; nobody else touches any of it."""
-    if actor != "owner":
+    """The policy under test: owners read everything of theirs, write messages, and rename and
+    delete chats (they create them through the API, which counts them against
+    MAX_CHATS_PER_MINUTE); drafts, jobs and usage are written by the service only; nobody
+    truncates anything; nobody else touches any of it."""
+    if actor != "owner" or operation == "truncate":
         return False
-    return operation == "select" or table in ("chat", "message")
+    if operation == "select" or table == "message":
+        return True
+    return table == "chat" and operation != "insert"
 
 
 @dataclass(frozen=True)
@@ -215,10 +222,26 @@ async def seed_chat_rows(database_url: str) -> ChatRows:
 
 
 @pytest.fixture(scope="module")
-async def world(server_url: str, template_name: str) -> AsyncIterator[World]:
-    # One database for the whole matrix: every attempt is rolled back.
-    async with fresh_database(server_url, template_name) as url:
-        yield World(url, owner=await seed_chat_rows(url), other_user=await seed_chat_rows(url))
+async def worlds(
+    server_url: str, template_name: str, supabase_template_name: str
+) -> AsyncIterator[dict[Grants, World]]:
+    # One database of each for the whole matrix: every attempt is rolled back.
+    async with (
+        fresh_database(server_url, template_name) as ours,
+        fresh_database(server_url, supabase_template_name) as supabase,
+    ):
+        urls: dict[Grants, str] = {"our_grants": ours, "supabase_grants": supabase}
+        yield {
+            grants: World(
+                url, owner=await seed_chat_rows(url), other_user=await seed_chat_rows(url)
+            )
+            for grants, url in urls.items()
+        }
+
+
+@pytest.fixture(scope="module")
+def world(worlds: dict[Grants, World]) -> World:
+    return worlds["supabase_grants"]
 
 
 def claims_for(actor: Actor, world: World) -> tuple[str, dict[str, Any]]:
@@ -237,7 +260,6 @@ async def snapshot(conn: psycopg.AsyncConnection[Any]) -> Any:
 async def attempt(
     world: World,
     actor: Actor,
-    grants: Grants,
     statement: str | sql.Composed,
     params: dict[str, Any] | None = None,
 ) -> Outcome:
@@ -247,8 +269,6 @@ async def attempt(
         await psycopg.AsyncConnection.connect(world.database_url, autocommit=True) as conn,
         conn.transaction(force_rollback=True),
     ):
-        if grants == "supabase_grants":
-            await conn.execute(SUPABASE_GRANTS_SQL)
         before = await snapshot(conn)
         refused, rows, rowcount = None, [], 0
         try:
@@ -267,13 +287,16 @@ async def attempt(
 @pytest.mark.parametrize("grants", GRANTS)
 @pytest.mark.parametrize("actor", ACTORS)
 @pytest.mark.parametrize("table", TABLES)
-async def test_reading(world: World, table: Table, actor: Actor, grants: Grants) -> None:
+async def test_reading(
+    worlds: dict[Grants, World], table: Table, actor: Actor, grants: Grants
+) -> None:
+    world = worlds[grants]
     # GIVEN two users, each with a chat, messages, a draft and a job
     # WHEN the actor reads the whole table
     query = sql.SQL("select distinct {} from {}").format(
         sql.Identifier(CHAT_COLUMN[table]), sql.Identifier("public", table)
     )
-    outcome = await attempt(world, actor, grants, query)
+    outcome = await attempt(world, actor, query)
     # THEN they see their own chat's rows and no one else's
     visible = {row[0] for row in outcome.rows}
     if actor == "anon":
@@ -285,13 +308,14 @@ async def test_reading(world: World, table: Table, actor: Actor, grants: Grants)
 
 @pytest.mark.parametrize("grants", GRANTS)
 @pytest.mark.parametrize("actor", ACTORS)
-@pytest.mark.parametrize("operation", ["insert", "update", "delete"])
+@pytest.mark.parametrize("operation", ["insert", "update", "delete", "truncate"])
 @pytest.mark.parametrize("table", TABLES)
 async def test_writing_the_owners_rows(
-    world: World, table: Table, operation: Operation, actor: Actor, grants: Grants
+    worlds: dict[Grants, World], table: Table, operation: Operation, actor: Actor, grants: Grants
 ) -> None:
+    world = worlds[grants]
     # WHEN the actor writes into the owner's chat
-    outcome = await attempt(world, actor, grants, WRITE_SQL[table, operation], world.owner.params)
+    outcome = await attempt(world, actor, WRITE_SQL[table, operation], world.owner.params)
     if may(actor, table, operation):
         # THEN the owner's write lands
         assert outcome.refused is None, outcome
@@ -307,11 +331,11 @@ async def test_writing_the_owners_rows(
 @pytest.mark.parametrize("actor", ["other_user", "anon"])
 @pytest.mark.parametrize("relation", CLOSED_RELATIONS)
 async def test_checkpoints_and_internal_tables_are_closed(
-    world: World, relation: str, actor: Actor, grants: Grants
+    worlds: dict[Grants, World], relation: str, actor: Actor, grants: Grants
 ) -> None:
     schema, table = relation.split(".")
     query = sql.SQL("select * from {}").format(sql.Identifier(schema, table))
-    outcome = await attempt(world, actor, grants, query)
+    outcome = await attempt(worlds[grants], actor, query)
     assert outcome.refused is not None, outcome
     assert f"permission denied for schema {schema}" in outcome.refused
 
@@ -326,21 +350,16 @@ async def test_the_closed_list_names_every_table_of_the_closed_schemas(world: Wo
 @pytest.mark.parametrize("grants", GRANTS)
 @pytest.mark.parametrize("role", ["anon", "authenticated"])
 async def test_every_table_the_api_roles_can_reach_has_row_level_security(
-    world: World, role: str, grants: Grants
+    worlds: dict[Grants, World], role: str, grants: Grants
 ) -> None:
-    async with (
-        await psycopg.AsyncConnection.connect(world.database_url, autocommit=True) as conn,
-        conn.transaction(force_rollback=True),
-    ):
-        if grants == "supabase_grants":
-            await conn.execute(SUPABASE_GRANTS_SQL)
+    async with await psycopg.AsyncConnection.connect(worlds[grants].database_url) as conn:
         rows = await (await conn.execute(REACHABLE_SQL, {"role": role})).fetchall()
     reachable = {name: rls for name, rls in rows}
     assert all(reachable.values()), reachable
     # Besides ours, Supabase's realtime.messages: Realtime asks its policies who may join a
     # private channel (below).
     assert {n for n in reachable if not n.startswith("public.")} <= {"realtime.messages"}, reachable
-    if role == "authenticated" or grants == "supabase_grants":
+    if role == "authenticated":
         # Not vacuous: the chat tables are reachable, and guarded.
         assert {f"public.{t}" for t in TABLES} <= set(reachable), reachable
 
@@ -359,14 +378,14 @@ async def test_a_message_hangs_only_under_a_message_of_its_own_chat(
     # WHEN it is the owner's own message, it is stored; another user's is refused, just as a
     # message id that does not exist would be, so the refusal tells nothing about it
     if parent == "own":
-        outcome = await attempt(world, "owner", "supabase_grants", statement, params)
+        outcome = await attempt(world, "owner", statement, params)
         assert (outcome.refused, outcome.rowcount, outcome.changed) == (None, 1, True)
     else:
         with pytest.raises(psycopg.errors.ForeignKeyViolation):
-            await attempt(world, "owner", "supabase_grants", statement, params)
+            await attempt(world, "owner", statement, params)
         missing = {**params, "parent": uuid.uuid4()}
         with pytest.raises(psycopg.errors.ForeignKeyViolation):
-            await attempt(world, "owner", "supabase_grants", statement, missing)
+            await attempt(world, "owner", statement, missing)
 
 
 # Realtime's read check for a private channel: it inserts a probe row for the topic as itself,
@@ -413,3 +432,115 @@ async def test_nobody_may_send_on_a_chats_private_channel(world: World, actor: A
         await conn.execute(SET_ROLE_SQL[role])
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             await conn.execute(SEND_SQL, (topic,))
+
+
+BROADCAST_SQL = """
+insert into realtime.messages (topic, extension, payload, event, private)
+values (%s, 'broadcast', %s, 'draft', true)
+"""
+READ_BROADCASTS_SQL = "select topic, payload ->> 'text' as text from realtime.messages"
+
+
+@pytest.mark.parametrize("grants", GRANTS)
+async def test_a_session_that_names_its_own_channel_reads_only_that_channels_broadcasts(
+    worlds: dict[Grants, World], grants: Grants
+) -> None:
+    # GIVEN drafts broadcast on both users' private channels
+    world = worlds[grants]
+    own, others = f"chat:{world.other_user.chat_id}", f"chat:{world.owner.chat_id}"
+    role, claims = claims_for("other_user", world)
+    async with (
+        await psycopg.AsyncConnection.connect(world.database_url, autocommit=True) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        await conn.execute(BROADCAST_SQL, (own, json.dumps({"text": "mine"})))
+        await conn.execute(BROADCAST_SQL, (others, json.dumps({"text": "the owner's draft"})))
+        # WHEN a user sets the topic of their own chat, as Realtime does when they join it, and
+        # reads every row
+        await conn.execute(SET_CLAIMS_SQL, (json.dumps(claims),))
+        await conn.execute(SET_TOPIC_SQL, (own,))
+        await conn.execute(SET_ROLE_SQL[role])
+        rows = await (await conn.execute(READ_BROADCASTS_SQL)).fetchall()
+    # THEN they read their own channel's broadcast and not the other chat's
+    assert rows == [(own, "mine")]
+
+
+SEND_FUNCTION_SQL = "select realtime.send(%s, 'draft', %s, true)"
+SERVICE_ROLE_SQL = "set local role service_role"
+TOPIC_ROWS_SQL = "select count(*) from realtime.messages where topic = %s"
+
+
+@pytest.mark.parametrize("grants", GRANTS)
+@pytest.mark.parametrize("actor", ACTORS)
+async def test_only_the_service_may_call_realtime_send(
+    worlds: dict[Grants, World], actor: Actor, grants: Grants
+) -> None:
+    world = worlds[grants]
+    role, claims = claims_for(actor, world)
+    topic = f"chat:{world.owner.chat_id}"
+    payload = json.dumps({"text": "planted"})
+    async with (
+        await psycopg.AsyncConnection.connect(world.database_url, autocommit=True) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        async with conn.transaction(force_rollback=True):
+            await conn.execute(SET_CLAIMS_SQL, (json.dumps(claims),))
+            await conn.execute(SET_ROLE_SQL[role])
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                await conn.execute(SEND_FUNCTION_SQL, (payload, topic))
+        # The service role (the draft writer's, on Supabase) sends.
+        await conn.execute(SERVICE_ROLE_SQL)
+        await conn.execute(SEND_FUNCTION_SQL, (payload, topic))
+        await conn.execute(RESET_ROLE_SQL)
+        [(sent,)] = await (await conn.execute(TOPIC_ROWS_SQL, (topic,))).fetchall()
+    assert sent == 1
+
+
+SEED_BRANCH_SQL = "insert into public.branch (chat_id, id) values (%s, 'main'), (%s, 'other')"
+# The first choice of a chat inserts its row; a later one updates it.
+SWITCH_SQL = """
+insert into public.active_branch (chat_id, branch_id) values (%(chat)s, %(branch)s)
+on conflict (chat_id, assistant_id) do update set branch_id = excluded.branch_id
+"""
+SET_JOBS_SQL = "update public.job_runs set status = %s where chat_id = %s"
+ACTIVE_BRANCH_SQL = "select branch_id from public.active_branch where chat_id = %s"
+
+
+@pytest.mark.parametrize("grants", GRANTS)
+@pytest.mark.parametrize("chosen_before", [False, True])
+@pytest.mark.parametrize("job_status", ["waiting", "queued", "processing", "paused", "completed"])
+async def test_the_data_api_switches_branches_only_while_no_turn_runs(
+    worlds: dict[Grants, World], job_status: str, chosen_before: bool, grants: Grants
+) -> None:
+    # GIVEN the owner's chat with two branches, and its turn in `job_status`
+    world = worlds[grants]
+    chat = world.owner.chat_id
+    role, claims = claims_for("owner", world)
+    async with (
+        await psycopg.AsyncConnection.connect(world.database_url, autocommit=True) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        await conn.execute(SEED_BRANCH_SQL, (chat, chat))
+        if chosen_before:
+            await conn.execute(SWITCH_SQL, {"chat": chat, "branch": "main"})
+        await conn.execute(SET_JOBS_SQL, (job_status, chat))
+        # WHEN the owner switches to the other branch through the Data API
+        refusal = None
+        try:
+            async with conn.transaction():
+                await conn.execute(SET_CLAIMS_SQL, (json.dumps(claims),))
+                await conn.execute(SET_ROLE_SQL[role])
+                await conn.execute(SWITCH_SQL, {"chat": chat, "branch": "other"})
+        except psycopg.errors.InsufficientPrivilege as exc:
+            refusal = str(exc)
+        await conn.execute(RESET_ROLE_SQL)
+        active = [
+            row[0] for row in await (await conn.execute(ACTIVE_BRANCH_SQL, (chat,))).fetchall()
+        ]
+    # THEN it is refused while the turn has not ended, as the API answers 409
+    if job_status == "completed":
+        assert (refusal, active) == (None, ["other"])
+    else:
+        assert refusal is not None
+        assert "row-level security" in refusal  # by the policy, not for want of a privilege
+        assert active == (["main"] if chosen_before else [])
