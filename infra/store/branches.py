@@ -31,6 +31,7 @@ from psycopg.types.json import Jsonb
 from infra.db import Conn, Pool
 from infra.store.access import user_transaction
 from infra.store.chats import require_chat
+from infra.store.drafts import with_latest_draft
 from infra.store.ids import ChatId, MessageId
 from infra.store.jobs import JobAlreadyActive
 from infra.store.messages import MessageMetadata
@@ -135,18 +136,13 @@ where id = %(message_id)s
 # it rather than the quick path's text); an ended one with none.
 # (either transport's draft: see infra/store/drafts.py)
 HISTORY_COLUMNS = with_statuses(
-    """
+    with_latest_draft("""
 select m.id, m.role, m.content, m.status, m.parent_message_id, m.metadata, m.created_at,
   d.draft_content, d.seq as draft_seq
 from public.message m
-left join lateral (
-  select draft_content, seq from public.message_draft where message_id = m.id
-  union all
-  select draft_content, seq from public.broadcast_draft where message_id = m.id
-  order by seq desc limit 1
-) d on m.status in ({live})
+left join lateral {latest_draft} d on m.status in ({live})
 where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
-""",
+"""),
     live=LIVE_REPLY_STATUSES,
 )
 HISTORY_ORDER = "order by m.created_at, m.role desc"

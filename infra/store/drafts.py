@@ -53,8 +53,22 @@ from public.broadcast_draft where message_id = %s
 }
 # What reads a reply's draft reads both tables and takes the higher seq (a deployment that changed
 # DRAFT_TRANSPORT while a reply streamed has both): the history (infra/store/branches.py), a
-# cancel (messages.py) and a quick path that died (jobs.py). A reply that ended has its final
-# content: its draft goes, from both.
+# cancel and a failure (messages.py) and a quick path that died (jobs.py), each through
+# `with_latest_draft`. A reply that ended has its final content: its draft goes, from both.
+LATEST_DRAFT_SQL = """(
+  select draft_content, seq from public.message_draft where message_id = m.id
+  union all
+  select draft_content, seq from public.broadcast_draft where message_id = m.id
+  order by seq desc limit 1
+)"""
+
+
+def with_latest_draft(template: str) -> str:
+    """`template` with `{latest_draft}` replaced by the subquery of the latest draft (its
+    `draft_content` and `seq`, or no row) of the reply the statement calls `m`."""
+    return template.replace("{latest_draft}", LATEST_DRAFT_SQL)
+
+
 DELETE_DRAFT_SQL = """
 with table_draft as (delete from public.message_draft where message_id = %(message_id)s)
 delete from public.broadcast_draft where message_id = %(message_id)s

@@ -49,7 +49,7 @@ from infra.events import HANDOFF_EVENT
 from infra.store import messages, usage
 from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
-from infra.store.drafts import delete_draft
+from infra.store.drafts import delete_draft, with_latest_draft
 from infra.store.ids import ChatId, MessageId
 from infra.store.statuses import RUNNING_STATUSES, SLOT_STATUSES, with_statuses
 from infra.store.usage import Spent
@@ -81,7 +81,7 @@ values (%(chat_id)s, %(assistant_id)s, %(reply_id)s, 'waiting', 'turn', %(event)
 # leave its reply streaming for ever: the reply keeps the text its draft had shown, followed by
 # `note`, in `error`. With no chat given, every chat's: the outbox relay's sweep, so that a turn
 # waiting behind a dead one does not wait for another message to come along.
-EXPIRE_QUICK_SQL = """
+EXPIRE_QUICK_SQL = with_latest_draft("""
 with expired as (
   update public.job_runs set status = 'error', error = 'quick_path_stopped', updated_at = now()
   where kind = 'quick' and status = 'processing'
@@ -90,13 +90,9 @@ with expired as (
   returning root_message_id
 ), replies as (
   update public.message m
-  set content = concat_ws(E'\n\n', nullif(coalesce(
-        (select d.draft_content from (
-          select draft_content, seq from public.message_draft where message_id = m.id
-          union all
-          select draft_content, seq from public.broadcast_draft where message_id = m.id
-        ) d order by d.seq desc limit 1),
-        m.content), ''), %(note)s::text),
+  set content = concat_ws(
+        E'\n\n', nullif(coalesce((select d.draft_content from {latest_draft} d), m.content), ''),
+        %(note)s::text),
       status = 'error', updated_at = now()
   from expired
   where m.id = expired.root_message_id and m.status = 'streaming'
@@ -107,7 +103,7 @@ with expired as (
   delete from public.broadcast_draft d using replies where d.message_id = replies.id
 )
 select count(*) as expired from expired
-"""
+""")
 # The turn's quick job becomes its background job: the event (id = the key) goes out next.
 # Both only while the turn still holds its slot (the cancel of another request may have ended
 # it): the caller rolls its transaction back when they change nothing.

@@ -9,6 +9,7 @@ from psycopg.types.json import Jsonb
 from agent.snapshot import failed_text
 from infra.db import Conn, Pool
 from infra.store.access import user_transaction
+from infra.store.drafts import with_latest_draft
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLimits
 from infra.store.statuses import (
@@ -140,36 +141,24 @@ where id = %s
 """
 # What a reply has shown, the latest draft (either transport's) or else its content, locked
 # for the failure's update: a failed reply keeps it (agent.snapshot.failed_text).
-LAST_SHOWN_SQL = """
-select coalesce(
-    (select d.draft_content from (
-      select draft_content, seq from public.message_draft where message_id = m.id
-      union all
-      select draft_content, seq from public.broadcast_draft where message_id = m.id
-    ) d order by d.seq desc limit 1),
-    m.content) as shown
+LAST_SHOWN_SQL = with_latest_draft("""
+select coalesce((select d.draft_content from {latest_draft} d), m.content) as shown
 from public.message m
 where m.id = %s and m.status <> 'completed'
 for update of m
-"""
+""")
 FAIL_SQL = """
 update public.message set content = %s, status = 'error', updated_at = now() where id = %s
 """
 # The message keeps what the user saw: its latest draft, else the text the quick path streamed.
 # (either transport's: see infra/store/drafts.py)
 CANCEL_SQL = with_statuses(
-    """
+    with_latest_draft("""
 update public.message m
-set content = coalesce(
-      (select d.draft_content from (
-        select draft_content, seq from public.message_draft where message_id = m.id
-        union all
-        select draft_content, seq from public.broadcast_draft where message_id = m.id
-      ) d order by d.seq desc limit 1),
-      m.content),
+set content = coalesce((select d.draft_content from {latest_draft} d), m.content),
     status = 'canceled', updated_at = now()
 where m.id = %s and m.status in ({live})
-""",
+"""),
     live=LIVE_REPLY_STATUSES,
 )
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import uuid
 
-from tests.support import create_user_with_chat, fetch, running_stack, token_for
+from tests.support import create_user_with_chat, fetch, in_process_app, token_for
 
 
 async def test_a_created_chat_is_listed_first_and_only_for_its_owner(database_url: str) -> None:
     user_id, first_chat = await create_user_with_chat(database_url)
     other_user, other_chat = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         auth = {"Authorization": f"Bearer {token_for(user_id)}"}
         # WHEN the user creates a chat
         created = await stack.http.post("/api/chats", json={"title": "Trip plans"}, headers=auth)
@@ -39,7 +39,7 @@ async def test_a_created_chat_is_listed_first_and_only_for_its_owner(database_ur
 
 async def test_a_chat_without_a_title_and_the_list_limit(database_url: str) -> None:
     user_id, _ = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         auth = {"Authorization": f"Bearer {token_for(user_id)}"}
         untitled = await stack.http.post("/api/chats", headers=auth)
         assert untitled.status_code == 201
@@ -50,7 +50,7 @@ async def test_a_chat_without_a_title_and_the_list_limit(database_url: str) -> N
 
 async def test_bad_requests_get_json_errors_and_create_nothing(database_url: str) -> None:
     user_id, _ = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         auth = {"Authorization": f"Bearer {token_for(user_id)}"}
         cases = [
             await stack.http.post("/api/chats", json={"title": "x" * 201}, headers=auth),
@@ -73,7 +73,7 @@ async def test_bad_requests_get_json_errors_and_create_nothing(database_url: str
 
 async def test_a_misspelt_query_parameter_is_refused_not_ignored(database_url: str) -> None:
     user_id, _ = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         auth = {"Authorization": f"Bearer {token_for(user_id)}"}
         response = await stack.http.get("/api/chats?limt=1", headers=auth)
         assert response.status_code == 422
