@@ -118,8 +118,9 @@ class Broadcast:
     payload: Any
     meta: dict[str, Any] | None = None
     user: bool = False
-    # Encoded frames per (serializer, topic): encoded once, however many subscribers.
-    frames: dict[tuple[str, str], Frame] = field(default_factory=dict, compare=False)
+    # Encoded frames per (serializer, topic): encoded once, however many subscribers (None:
+    # that serializer cannot carry it).
+    frames: dict[tuple[str, str], Frame | None] = field(default_factory=dict, compare=False)
 
     def as_map(self) -> dict[str, Any]:
         if not self.user:

@@ -12,13 +12,16 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+from unittest.mock import ANY
 
+from realtime import RealtimeSubscribeStates
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.realtime_clients import anon_key, v2_socket
-from tests.support import Stack, running_stack
+from tests.realtime_clients import Inbox, anon_key, options, subscribed, supabase_client, v2_socket
+from tests.support import Stack, execute, running_stack
 
+SUBSCRIBED = RealtimeSubscribeStates.SUBSCRIBED
 DEEP = 100_000
 NESTED = "[" * DEEP + "]" * DEEP
 PROTOCOL_ERROR = 1002
@@ -179,3 +182,47 @@ async def test_pushes_of_the_wrong_shape_are_answered_and_the_socket_stays(
                 alive = await socket.until("phx_reply", topic="phoenix")
                 assert alive[1:] == (beat, "phoenix", "phx_reply", {"status": "ok", "response": {}})
     assert [r.getMessage() for r in logged.records] == []
+
+
+async def test_a_broadcast_a_subscriber_cannot_take_is_dropped_for_it_alone(
+    logical_database_url: str,
+) -> None:
+    url = logical_database_url
+    # Metadata of 247 bytes that JSON writes back longer (1E2 is 100.0): past a binary frame's
+    # 255 bytes, had it been sent on.
+    growing = ('{"k":[' + ",".join(["1E2"] * 60) + "]}").encode()
+    assert len(growing) <= 255
+    v1 = Inbox()
+    async with (
+        running_stack(url) as stack,
+        supabase_client(stack.origin) as client,
+        v2_socket(stack.origin) as sender,
+        v2_socket(stack.origin) as receiver,
+    ):
+        # GIVEN a supabase-py subscriber (V1) and two supabase-js ones (V2) of a public room
+        channel = client.channel("room", options(private=False))
+        channel.on_broadcast("*", v1.callback("room"))
+        assert await subscribed(channel) == SUBSCRIBED
+        for socket in (sender, receiver):
+            await socket.send("realtime:room", "phx_join", {"config": {}}, join_ref="9")
+            assert (await socket.until("phx_reply"))[4]["status"] == "ok"
+        # WHEN one V2 client broadcasts with that metadata
+        await sender.ws.send(user_broadcast_push(b"realtime:room", b"grown", b"{}", meta=growing,
+                                                 join_ref=b"9"))  # fmt: skip
+        # AND the database broadcasts an event whose name a binary frame cannot hold, then
+        # another
+        long_event = "e" * 300
+        for event in (long_event, "after"):
+            await execute(url, "select realtime.send('{}'::jsonb, %s, 'room', false)", event)
+        # THEN the other V2 client gets the first and the last, its channel kept in between
+        frames = []
+        while not frames or frames[-1][4].get("event") != "after":
+            frames.append(await receiver.receive())
+        await v1.until(lambda items: len(items) == 3)
+
+    assert [(f[3], f[4]) for f in frames] == [
+        ("broadcast", {"type": "broadcast", "event": "grown", "payload": {}}),
+        ("broadcast", {"type": "broadcast", "event": "after", "payload": ANY, "meta": ANY}),
+    ]
+    # AND the V1 client, whose frames hold any event, gets all three
+    assert [b["event"] for b in v1.of("room")] == ["grown", long_event, "after"]
