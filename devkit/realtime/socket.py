@@ -39,6 +39,9 @@ logger = logging.getLogger(__name__)
 REALTIME_PATH = "/realtime/v1/websocket"
 # Frames waiting for a client that does not read: past this, its socket is closed.
 MAX_OUTBOX = 10_000
+# Realtime's max_channels_per_client (TENANT_MAX_CHANNELS_PER_CLIENT), its default: joined
+# channels one socket may hold; a join past it is refused, and a leave makes room.
+MAX_CHANNELS_PER_CLIENT = 100
 PROTOCOL_ERROR = 1002  # the close code of a socket that sent a frame it cannot read
 router = APIRouter()
 
@@ -238,6 +241,9 @@ class Session:
             return
         if (existing := self.channels.get(topic)) is not None:
             await existing.close()  # Phoenix closes a topic's channel before joining it again
+        if len(self.channels) >= MAX_CHANNELS_PER_CLIENT:
+            self.reply(message, "error", {"reason": "ChannelRateLimitReached: Too many channels"})
+            return
         payload = message.payload if isinstance(message.payload, dict) else {}
         config = payload.get("config") if isinstance(payload.get("config"), dict) else {}
         assert isinstance(config, dict)

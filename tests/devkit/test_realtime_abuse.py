@@ -18,8 +18,16 @@ from realtime import RealtimeSubscribeStates
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from tests.realtime_clients import Inbox, anon_key, options, subscribed, supabase_client, v2_socket
-from tests.support import Stack, execute, running_stack
+from tests.realtime_clients import (
+    Inbox,
+    anon_key,
+    chat_channel,
+    options,
+    subscribed,
+    supabase_client,
+    v2_socket,
+)
+from tests.support import Stack, create_user_with_chat, execute, running_stack, token_for
 
 SUBSCRIBED = RealtimeSubscribeStates.SUBSCRIBED
 DEEP = 100_000
@@ -226,3 +234,41 @@ async def test_a_broadcast_a_subscriber_cannot_take_is_dropped_for_it_alone(
     ]
     # AND the V1 client, whose frames hold any event, gets all three
     assert [b["event"] for b in v1.of("room")] == ["grown", long_event, "after"]
+
+
+async def test_a_socket_holds_at_most_100_channels_as_realtime_allows(
+    logical_database_url: str,
+) -> None:
+    url = logical_database_url
+    user_id, chat_id = await create_user_with_chat(url)
+    async with (
+        running_stack(url) as stack,
+        v2_socket(stack.origin) as greedy,
+        supabase_client(stack.origin, token_for(user_id)) as client,
+    ):
+        # GIVEN a client that joined 100 channels, each bound to every change of every message
+        binding = {"event": "*", "schema": "public", "table": "message"}
+        join = {"config": {"postgres_changes": [binding]}, "access_token": token_for(user_id)}
+        for n in range(100):
+            await greedy.send(f"realtime:t{n}", "phx_join", join, join_ref=str(n))
+            assert (await greedy.until("phx_reply", topic=f"realtime:t{n}"))[4]["status"] == "ok"
+        # WHEN it joins one more
+        await greedy.send("realtime:t100", "phx_join", join, join_ref="100")
+        refused = await greedy.until("phx_reply", topic="realtime:t100")
+        # AND joins one it holds again (Phoenix replaces it), and after leaving one, a new one
+        await greedy.send("realtime:t0", "phx_join", join, join_ref="r0")
+        again = await greedy.until("phx_reply", topic="realtime:t0")
+        await greedy.send("realtime:t1", "phx_leave", {}, join_ref="1")
+        await greedy.until("phx_close", topic="realtime:t1")
+        await greedy.send("realtime:t101", "phx_join", join, join_ref="101")
+        after_leave = await greedy.until("phx_reply", topic="realtime:t101")
+        # AND another client, on a socket of its own, joins its chat's channel
+        inbox = Inbox()
+        other = await subscribed(chat_channel(client, chat_id, inbox), inbox)
+
+    # THEN the 101st was refused in Realtime's words, and the rest went through
+    assert refused[4] == {
+        "status": "error",
+        "response": {"reason": "ChannelRateLimitReached: Too many channels"},
+    }
+    assert (again[4]["status"], after_leave[4]["status"], other) == ("ok", "ok", SUBSCRIBED)
