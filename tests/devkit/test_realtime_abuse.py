@@ -223,7 +223,7 @@ async def test_a_broadcast_a_subscriber_cannot_take_is_dropped_for_it_alone(
         for event in (long_event, "after"):
             await execute(url, "select realtime.send('{}'::jsonb, %s, 'room', false)", event)
         # THEN the other V2 client gets the first and the last, its channel kept in between
-        frames = []
+        frames: list[tuple[str | None, str | None, str, str, Any]] = []
         while not frames or frames[-1][4].get("event") != "after":
             frames.append(await receiver.receive())
         await v1.until(lambda items: len(items) == 3)
