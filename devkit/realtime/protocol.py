@@ -11,6 +11,7 @@ topic, event, payload]`; binary frames carry user broadcasts, kind 3 from the cl
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -38,6 +39,8 @@ BINARY_ENCODING, JSON_ENCODING = 0, 1
 # Nesting past this is refused on reading: whatever is read is encoded again for every
 # subscriber, and Python's json cannot encode (nor read) much deeper.
 MAX_DEPTH = 64
+# Text read from UTF-8 holds no surrogate: a lone one can only come from an escape.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class ProtocolError(ValueError):
@@ -63,28 +66,43 @@ def loads(text: str | bytes, what: str) -> Any:
         raise ProtocolError(f"{what} is nested too deeply") from None
     except ValueError as error:  # (UnicodeDecodeError among them)
         raise ProtocolError(f"{what} is not JSON: {error}") from None
-    _check(value, what)
+    # Each walk costs a large payload about what reading it did: only when it may find something.
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(value, what)
+    if SURROGATE_ESCAPE.search(text):
+        _check_strings(value, what)
     return value
 
 
-def _check(value: Any, what: str) -> None:
-    """Depth and strings, without recursion (the value may be deep)."""
-    pending = [(value, 1)]
+def _check_depth(value: Any, what: str) -> None:
+    """Level by level, without recursion (the value may be deep)."""
+    level, depth = [value], 1
+    while level:
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"{what} is nested deeper than {MAX_DEPTH}")
+        below: list[Any] = []
+        for item in level:
+            children = item.values() if isinstance(item, dict) else item
+            below.extend([c for c in children if isinstance(c, dict | list)])
+        level, depth = below, depth + 1
+
+
+def _check_strings(value: Any, what: str) -> None:
+    """Every string and key encodes as UTF-8 (json reads a lone surrogate's escape into one)."""
+    pending = [value]
     while pending:
-        item, depth = pending.pop()
+        item = pending.pop()
         if isinstance(item, str):
             if not item.isascii():
                 try:
                     item.encode()
                 except UnicodeEncodeError:
                     raise ProtocolError(f"{what} has a lone surrogate") from None
-            continue
-        if not isinstance(item, dict | list):
-            continue
-        if depth > MAX_DEPTH:
-            raise ProtocolError(f"{what} is nested deeper than {MAX_DEPTH}")
-        children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
-        pending.extend((child, depth + 1) for child in children)
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
 
 
 @dataclass(frozen=True)
