@@ -24,7 +24,11 @@ from uuid import UUID
 
 import httpx
 from httpx_sse import EventSource, aconnect_sse
-from realtime import RealtimePostgresChangesListenEvent, RealtimeSubscribeStates
+from realtime import (
+    RealtimeChannelOptions,
+    RealtimePostgresChangesListenEvent,
+    RealtimeSubscribeStates,
+)
 from realtime.types import PostgresChangesPayload
 from supabase import AsyncClient, AsyncClientOptions, acreate_client
 
@@ -195,7 +199,7 @@ async def message_changes(
     client = await acreate_client(session.origin, session.anon_key, options)
     try:
         await client.realtime.set_auth(session.token)  # the user's token: their RLS applies
-        channel = client.channel(f"chat:{session.chat_id}")
+        channel = client.channel(f"chat:{session.chat_id}", private_channel())
         for table in ("message", "message_draft"):
             channel.on_postgres_changes(
                 RealtimePostgresChangesListenEvent.All,
@@ -224,6 +228,18 @@ async def message_changes(
             with suppress(asyncio.CancelledError):
                 await task
         await _leave(client)
+
+
+def private_channel() -> RealtimeChannelOptions:
+    """supabase-py's defaults, private: the chat's channel is joined only when the policies on
+    realtime.messages let the user read it. (A new dict each time: subscribing writes to it.)"""
+    return {
+        "config": {
+            "broadcast": {"ack": False, "self": False},
+            "presence": {"key": "", "enabled": False},
+            "private": True,
+        }
+    }
 
 
 def _reason(error: Exception | None) -> str | None:

@@ -943,7 +943,8 @@ function subscribe(chatId, generation, after = Promise.resolve()) {
     .then(() => {
       if (!current()) return null;
       return client
-        .channel(`chat:${chatId}`)
+        // Private: joined only when the policies on realtime.messages let the user read it.
+        .channel(`chat:${chatId}`, { config: { private: true } })
         // (A wrapper: supabase-js passes more arguments than the payload.)
         .on(
           'postgres_changes',

@@ -6,7 +6,12 @@ What it reproduces:
 
 - The socket: `apikey` (query or `x-api-key` header) checked at the handshake (401 with
   Realtime's words), Phoenix's V1 JSON serializer (`vsn=1.0.0`, supabase-py) and Realtime's V2
-  array and binary serializer (`vsn=2.0.0`, supabase-js), heartbeats on `phoenix`.
+  array and binary serializer (`vsn=2.0.0`, supabase-js), heartbeats on `phoenix`. A frame the
+  serializer cannot read (not JSON, as NaN or a lone surrogate are not; not UTF-8; cut short;
+  not the serializer's shape) ends the socket, as it ends Phoenix's; here with a close frame
+  (1002) that says why.
+- Channels per socket: at most 100, Realtime's default `max_channels_per_client`; a join past
+  it is refused with `ChannelRateLimitReached: Too many channels`, and a leave makes room.
 - Channels: `phx_join` with the channel's `config` and `access_token` (else the socket's key);
   the reply carries each `postgres_changes` binding with its id; a token Realtime would refuse,
   a missing topic, a private channel the subscriber's RLS does not let them read, and replay are
@@ -26,13 +31,19 @@ What it reproduces:
   the RLS policies on `realtime.messages` let the subscriber write, and joined only when they
   let it read (probe rows, as Realtime checks); Broadcast from Database: every committed insert
   of `realtime.messages` (realtime.send) to the subscribers of its topic and privacy, as a
-  binary user broadcast to V2 clients and JSON to V1 clients, `meta.id` the row's id.
+  binary user broadcast to V2 clients and JSON to V1 clients, `meta.id` the row's id. A V2
+  client's binary push is sent on without its metadata, as Realtime sends it on. A broadcast a
+  serializer cannot carry (a binary frame holds 255 bytes of topic and of event) is dropped for
+  that serializer's subscribers alone, who keep their channels.
 
 What it does not reproduce: Presence (a `presence` push is answered with an error, nothing is
 tracked), broadcast replay, the HTTP broadcast API, DELETE and TRUNCATE events, filter
-operators other than eq, neq and in, binary broadcast payloads, `sb_` API keys (a key must be a
-JWT), rate limits and quotas, and Realtime's tenants, clustering and reconnection of the feed (a
-lost feed is a `system` error; a client that rejoins gets a working one). Row changes are
+operators other than eq, neq and in, binary broadcast payloads (such a push is ignored), `sb_`
+API keys (a key must be a JWT), frames nested past 64 levels (Realtime's parser reads any
+depth; here such a frame ends the socket), rate limits and quotas other than channels per
+socket (joins and events per second, concurrent users, payload size), and Realtime's tenants,
+clustering and reconnection of the feed (a lost feed is a `system` error; a client that rejoins
+gets a working one). Row changes are
 polled every 100 ms, as Realtime polls them; broadcasts are decoded as soon as the migrations'
 realtime.send notifies, as Realtime streams them.
 """

@@ -30,7 +30,7 @@ from devkit.realtime.postgres_changes import (
     table_columns,
     visible_changes,
 )
-from devkit.realtime.protocol import CLOSE, SYSTEM, Broadcast, Message
+from devkit.realtime.protocol import CLOSE, SYSTEM, Broadcast, Frame, Message
 from devkit.realtime.tokens import RealtimeTokens, TokenRefused
 from infra.db import Pool
 
@@ -399,16 +399,31 @@ class Channel:
             if self.closed:
                 return
             if isinstance(item, Broadcast):
-                key = (serializer.vsn, self.topic)
-                frame = item.frames.get(key)
-                if frame is None:
-                    frame = item.frames[key] = serializer.broadcast(self.topic, item)
-                self.session.send(frame)
-                self.hub.stats.changes_sent += 1
+                frame = self._broadcast_frame(item)
+                if frame is not None:
+                    self.session.send(frame)
+                    self.hub.stats.changes_sent += 1
             elif visible.get(id(item)):
                 for ids, data in await self._postgres_changes(item):
                     self.session.send(serializer.postgres_change(self.topic, ids, data))
                     self.hub.stats.changes_sent += 1
+
+    def _broadcast_frame(self, broadcast: Broadcast) -> Frame | None:
+        """The broadcast as this subscriber's serializer sends it, encoded once per serializer;
+        None when it cannot be (a V2 binary frame holds at most 255 bytes of topic and event):
+        this subscriber goes without it, and keeps its channel."""
+        serializer = self.session.serializer
+        key = (serializer.vsn, self.topic)
+        if key not in broadcast.frames:
+            try:
+                broadcast.frames[key] = serializer.broadcast(self.topic, broadcast)
+            except (ValueError, TypeError, RecursionError) as error:
+                logger.warning(
+                    "broadcast dropped for its subscribers on this protocol",
+                    extra={"topic": self.sub_topic, "vsn": serializer.vsn, "reason": str(error)},
+                )
+                broadcast.frames[key] = None
+        return broadcast.frames[key]
 
     async def _postgres_changes(self, item: RowDelivery) -> list[tuple[list[int], str]]:
         """The change's messages: one per distinct column selection among the bindings it

@@ -11,6 +11,7 @@ topic, event, payload]`; binary frames carry user broadcasts, kind 3 from the cl
 from __future__ import annotations
 
 import json
+import re
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -35,8 +36,73 @@ USER_BROADCAST = 4
 BINARY_ENCODING, JSON_ENCODING = 0, 1
 
 
+# Nesting past this is refused on reading: whatever is read is encoded again for every
+# subscriber, and Python's json cannot encode (nor read) much deeper.
+MAX_DEPTH = 64
+# Text read from UTF-8 holds no surrogate: a lone one can only come from an escape.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
 class ProtocolError(ValueError):
-    """A frame this serializer cannot read."""
+    """A frame this serializer cannot read, or a message it cannot encode."""
+
+
+class Unsupported(Exception):
+    """A frame Realtime reads but this server does not serve (binary payloads)."""
+
+
+def _no_constant(name: str) -> Any:
+    raise ProtocolError(f"{name} is not JSON")
+
+
+def loads(text: str | bytes, what: str) -> Any:
+    """JSON as Realtime's parser reads it: UTF-8, no NaN or Infinity, no lone surrogate, nested
+    at most MAX_DEPTH deep; ProtocolError otherwise."""
+    try:
+        if isinstance(text, bytes):
+            text = text.decode()
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise ProtocolError(f"{what} is nested too deeply") from None
+    except ValueError as error:  # (UnicodeDecodeError among them)
+        raise ProtocolError(f"{what} is not JSON: {error}") from None
+    # Each walk costs a large payload about what reading it did: only when it may find something.
+    if text.count("[") + text.count("{") > MAX_DEPTH:
+        _check_depth(value, what)
+    if SURROGATE_ESCAPE.search(text):
+        _check_strings(value, what)
+    return value
+
+
+def _check_depth(value: Any, what: str) -> None:
+    """Level by level, without recursion (the value may be deep)."""
+    level, depth = [value], 1
+    while level:
+        if depth > MAX_DEPTH:
+            raise ProtocolError(f"{what} is nested deeper than {MAX_DEPTH}")
+        below: list[Any] = []
+        for item in level:
+            children = item.values() if isinstance(item, dict) else item
+            below.extend([c for c in children if isinstance(c, dict | list)])
+        level, depth = below, depth + 1
+
+
+def _check_strings(value: Any, what: str) -> None:
+    """Every string and key encodes as UTF-8 (json reads a lone surrogate's escape into one)."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode()
+                except UnicodeEncodeError:
+                    raise ProtocolError(f"{what} has a lone surrogate") from None
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
 
 
 @dataclass(frozen=True)
@@ -70,8 +136,9 @@ class Broadcast:
     payload: Any
     meta: dict[str, Any] | None = None
     user: bool = False
-    # Encoded frames per (serializer, topic): encoded once, however many subscribers.
-    frames: dict[tuple[str, str], Frame] = field(default_factory=dict, compare=False)
+    # Encoded frames per (serializer, topic): encoded once, however many subscribers (None:
+    # that serializer cannot carry it).
+    frames: dict[tuple[str, str], Frame | None] = field(default_factory=dict, compare=False)
 
     def as_map(self) -> dict[str, Any]:
         if not self.user:
@@ -104,10 +171,7 @@ class V1Serializer:
     def decode(self, data: Frame) -> Message:
         if isinstance(data, bytes):
             raise ProtocolError("V1 takes text frames only")
-        try:
-            raw = json.loads(data)
-        except ValueError as error:
-            raise ProtocolError(f"not JSON: {error}") from error
+        raw = loads(data, "frame")
         if not isinstance(raw, dict) or not isinstance(raw.get("topic"), str):
             raise ProtocolError("V1 expects a map with a topic")
         if not isinstance(raw.get("event"), str):
@@ -143,10 +207,7 @@ class V2Serializer:
     def decode(self, data: Frame) -> Message:
         if isinstance(data, bytes):
             return self._decode_binary(data)
-        try:
-            raw = json.loads(data)
-        except ValueError as error:
-            raise ProtocolError(f"not JSON: {error}") from error
+        raw = loads(data, "frame")
         if not isinstance(raw, list) or len(raw) < 5:
             raise ProtocolError("expected V2 array")
         join_ref, ref, topic, event, payload = raw[:5]
@@ -155,8 +216,10 @@ class V2Serializer:
         return Message(topic, event, payload, _ref(ref), _ref(join_ref))
 
     def _decode_binary(self, data: bytes) -> Message:
-        if not data or data[0] != USER_BROADCAST_PUSH or len(data) < 7:
+        if not data or data[0] != USER_BROADCAST_PUSH:
             raise ProtocolError("the only binary frame a client may send is a user broadcast push")
+        if len(data) < 7:
+            raise ProtocolError("binary frame shorter than its header")
         sizes = struct.unpack_from("!6B", data, 1)
         join_ref_size, ref_size, topic_size, event_size, meta_size, encoding = sizes
         at = 7
@@ -164,18 +227,21 @@ class V2Serializer:
         for size in (join_ref_size, ref_size, topic_size, event_size, meta_size):
             if at + size > len(data):
                 raise ProtocolError("binary frame shorter than its header says")
-            parts.append(data[at : at + size].decode())
+            try:
+                parts.append(data[at : at + size].decode())
+            except UnicodeDecodeError:
+                raise ProtocolError("binary frame header is not UTF-8") from None
             at += size
         join_ref, ref, topic, event, meta = parts
         body = data[at:]
-        if encoding != JSON_ENCODING:
-            raise ProtocolError("binary broadcast payloads are not supported here")
-        try:
-            payload = json.loads(body.decode()) if body else {}
-            metadata = json.loads(meta) if meta else None
-        except ValueError as error:
-            raise ProtocolError(f"broadcast payload is not JSON: {error}") from error
-        user = Broadcast(event, payload, metadata, user=True)
+        if encoding == BINARY_ENCODING:
+            raise Unsupported("binary broadcast payloads are not supported here")
+        payload = loads(body, "broadcast payload") if body else {}
+        if meta:
+            # Read as Realtime reads it, and then left out as Realtime leaves it out: a client's
+            # metadata is not sent on (BroadcastHandler.build_broadcast).
+            loads(meta, "broadcast metadata")
+        user = Broadcast(event, payload, None, user=True)
         return Message(topic, BROADCAST, user, ref or None, join_ref or None)
 
     def encode(self, message: Message) -> Frame:

@@ -28,6 +28,7 @@ from devkit.realtime.protocol import (
     Message,
     ProtocolError,
     Serializer,
+    Unsupported,
     reply,
 )
 from devkit.realtime.tokens import RealtimeTokens, TokenRefused
@@ -38,6 +39,10 @@ logger = logging.getLogger(__name__)
 REALTIME_PATH = "/realtime/v1/websocket"
 # Frames waiting for a client that does not read: past this, its socket is closed.
 MAX_OUTBOX = 10_000
+# Realtime's max_channels_per_client (TENANT_MAX_CHANNELS_PER_CLIENT), its default: joined
+# channels one socket may hold; a join past it is refused, and a leave makes room.
+MAX_CHANNELS_PER_CLIENT = 100
+PROTOCOL_ERROR = 1002  # the close code of a socket that sent a frame it cannot read
 router = APIRouter()
 
 
@@ -76,6 +81,11 @@ async def realtime_socket(websocket: WebSocket) -> None:
         await session.run()
     finally:
         hub.sessions.discard(session)
+
+
+def close_reason(text: str) -> str:
+    """`text` cut to what a close frame holds (123 bytes of UTF-8)."""
+    return text.encode()[:123].decode(errors="ignore")
 
 
 async def _deny(websocket: WebSocket, status: int, message: str) -> None:
@@ -123,9 +133,15 @@ class Session:
                     continue
                 try:
                     message = self.serializer.decode(data)
-                except ProtocolError as error:
-                    logger.info("unreadable realtime frame", extra={"reason": str(error)})
+                except Unsupported as error:
+                    logger.info("unsupported realtime frame", extra={"reason": str(error)})
                     continue
+                except ProtocolError as error:
+                    # Phoenix ends a socket whose frame it cannot decode; here with a close
+                    # frame that says why, so the client knows it was not the network.
+                    logger.info("unreadable realtime frame", extra={"reason": str(error)})
+                    await self.close(PROTOCOL_ERROR, close_reason(str(error)))
+                    break
                 await self.handle(message)
         except WebSocketDisconnect:
             pass
@@ -161,12 +177,12 @@ class Session:
         if self.channels.get(channel.topic) is channel:
             del self.channels[channel.topic]
 
-    async def close(self, code: int) -> None:
+    async def close(self, code: int, reason: str | None = None) -> None:
         if self._closing:
             return
         self._closing = True
         if self.websocket.client_state == WebSocketState.CONNECTED:
-            await self.websocket.close(code)
+            await self.websocket.close(code, reason)
 
     async def _write(self) -> None:
         stats = self.hub.stats
@@ -225,6 +241,9 @@ class Session:
             return
         if (existing := self.channels.get(topic)) is not None:
             await existing.close()  # Phoenix closes a topic's channel before joining it again
+        if len(self.channels) >= MAX_CHANNELS_PER_CLIENT:
+            self.reply(message, "error", {"reason": "ChannelRateLimitReached: Too many channels"})
+            return
         payload = message.payload if isinstance(message.payload, dict) else {}
         config = payload.get("config") if isinstance(payload.get("config"), dict) else {}
         assert isinstance(config, dict)

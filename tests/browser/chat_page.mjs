@@ -56,10 +56,12 @@ function recordTimeline() {
   };
   // The Realtime traffic, read off the page's websockets (supabase-js's V2 frames,
   // `[join_ref, ref, topic, event, payload]`): the sockets opened, the chat channels joined and
-  // still joined (a chat switch must leave exactly one), and, when `window.__dropDraft` is set,
-  // one `message_draft` change with a seq of at least that, dropped as a lost frame would be.
+  // still joined (a chat switch must leave exactly one), those joined as public channels, and,
+  // when `window.__dropDraft` is set, one `message_draft` change with a seq of at least that,
+  // dropped as a lost frame would be.
   window.__sockets = [];
   window.__feeds = { opened: 0, open: 0 };
+  window.__publicJoins = 0;
   window.__dropDraft = null;
   window.__dropped = [];
   // Each open socket's joined chat topics.
@@ -84,9 +86,10 @@ function recordTimeline() {
     send(data) {
       if (typeof data === 'string') {
         try {
-          const [, , topic, event] = JSON.parse(data);
+          const [, , topic, event, payload] = JSON.parse(data);
           if (topic.startsWith('realtime:chat:') && event === 'phx_join') {
             window.__feeds.opened += 1;
+            if (payload?.config?.private !== true) window.__publicJoins += 1;
             this.__joined.add(topic);
           } else if (topic.startsWith('realtime:chat:') && event === 'phx_leave') {
             this.__joined.delete(topic);
@@ -864,6 +867,8 @@ async function main() {
       supabaseJs: typeof window.supabase?.createClient === 'function',
       sockets: window.__sockets.map((url) => url.replace(/apikey=[^&]+/, 'apikey=…')),
       sseRequests: window.__sseRequests,
+      // Chat channels joined as public ones, which anyone who knows the chat's id may join.
+      publicJoins: window.__publicJoins,
     }));
     // The refused message's 409 is logged by Chromium as a failed resource load.
     const refusal = problems.findIndex((text) => /status of 409 \(Conflict\)/.test(text));

@@ -333,6 +333,8 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     assert all("/realtime/v1/websocket?apikey=…" in url for url in transport["sockets"]), transport
     assert all("vsn=2.0.0" in url for url in transport["sockets"]), transport
     assert transport["sseRequests"] == 0
+    # AND on the chats' private channels, which only their owner may join
+    assert transport["publicJoins"] == 0
 
     # The model asks a question: its context, the question and a button per option; one click
     # answers it, and the reply goes on with that answer.

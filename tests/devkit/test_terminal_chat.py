@@ -16,9 +16,21 @@ import pytest
 
 from devkit.dev_server import DEMO_CHAT_ID
 from tests.dev_server import HANDOFF, dev_servers, handoff_dev, start_handoff_dev
-from tests.support import fetch, wait_for_row
+from tests.support import execute, fetch, wait_for_row
 
 REPLY_SQL = "select content, status from message where role = 'assistant'"
+DROP_MESSAGES_POLICIES_SQL = """
+do $$
+declare p record;
+begin
+  for p in select policyname from pg_policies where schemaname = 'realtime'
+    and tablename = 'messages'
+  loop
+    execute format('drop policy %%I on realtime.messages', p.policyname);
+  end loop;
+end
+$$
+"""
 STARTED: list[asyncio.subprocess.Process] = []
 
 
@@ -196,6 +208,24 @@ async def test_without_logical_decoding_it_polls_and_still_finishes(
     assert "(live progress unavailable: The database runs with wal_level=replica;" in chat.out
     # The database is shared with other tests: only the demo chat is this test's.
     [reply] = await fetch(replica_database_url, REPLY_SQL + " and chat_id = %s", DEMO_CHAT_ID)
+    assert reply["status"] == "completed"
+    assert chat.out.rstrip("\n").endswith(reply["content"].rsplit("\n", 1)[-1])
+
+
+async def test_a_chat_channel_the_user_may_not_read_is_not_followed(
+    dev: str, logical_database_url: str
+) -> None:
+    # GIVEN no policy on realtime.messages lets anyone read a chat's private channel
+    await execute(logical_database_url, DROP_MESSAGES_POLICIES_SQL)
+    # WHEN the user chats
+    chat = await handoff_chat(dev, "/calc 6*7\nAnd then?")
+    # THEN the chat's channel is not joined, and the terminal says so and polls instead
+    assert chat.status == 0, chat.err
+    assert (
+        "(live progress unavailable: Unauthorized: You do not have permissions to read from this"
+        f" Channel topic: chat:{DEMO_CHAT_ID} Polling instead.)"
+    ) in chat.out
+    [reply] = await fetch(logical_database_url, REPLY_SQL)
     assert reply["status"] == "completed"
     assert chat.out.rstrip("\n").endswith(reply["content"].rsplit("\n", 1)[-1])
 
