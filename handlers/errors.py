@@ -15,7 +15,12 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handlers.auth import InvalidToken
 from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
-from infra.store.branches import BranchNotFound, EditTargetNotFound, NotEditable
+from infra.store.branches import (
+    BranchNotFound,
+    CheckpointNotFound,
+    EditTargetNotFound,
+    NotEditable,
+)
 from infra.store.chats import ChatNotFound, UnknownUser
 from infra.store.jobs import JobAlreadyActive
 from infra.store.limits import (
@@ -70,6 +75,14 @@ ERRORS: dict[type[Exception], ApiError] = {
     BranchNotFound: ApiError(404, "branch_not_found", "No such branch in this chat."),
     NotEditable: ApiError(
         409, "message_not_editable", "This message was sent before edits were possible."
+    ),
+    # The message's metadata names a checkpoint its thread does not have (users may write their
+    # messages' metadata): the fork has nothing to start from.
+    CheckpointNotFound: ApiError(
+        409,
+        "checkpoint_not_found",
+        "Where this message stands in the conversation cannot be found, so it cannot be edited"
+        " or answered again.",
     ),
     ApprovalAlreadyDecided: ApiError(
         409, "approval_already_decided", "This tool call was already decided."
@@ -193,7 +206,10 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         400: "The body cannot be decoded.",
         401: "Missing or invalid access token.",
         404: "No such chat among the caller's.",
-        409: "A background job is still running, or the message was already sent.",
+        409: (
+            "A background job is still running, the message was already sent, or it cannot be"
+            " edited or answered again."
+        ),
         413: "The message or the request body is too large.",
         422: "The request is not valid.",
     }.items()
