@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handlers.auth import InvalidToken
+from infra.db import PoolClosed
 from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
 from infra.store.branches import (
     BranchNotFound,
@@ -61,6 +62,12 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+# A request the server cut short as it stops (handlers/shutdown.py), or that found the pool
+# closed for that reason.
+SERVER_STOPPING = ApiError(
+    503, "server_stopping", "The server is restarting. Please retry in a moment.", retry_after_s=2
+)
+
 ERRORS: dict[type[Exception], ApiError] = {
     InvalidToken: ApiError(401, "unauthorized", "Missing or invalid access token."),
     UnknownUser: ApiError(401, "unauthorized", "Missing or invalid access token."),
@@ -95,6 +102,7 @@ ERRORS: dict[type[Exception], ApiError] = {
     QuestionAlreadyAnswered: ApiError(
         409, "question_already_answered", "This question was already answered."
     ),
+    PoolClosed: SERVER_STOPPING,
 }
 # The per-user limits (infra/store/limits.py): 429 with a Retry-After.
 LIMITS: dict[type[LimitReached], tuple[str, str]] = {
@@ -212,6 +220,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         ),
         413: "The message or the request body is too large.",
         422: "The request is not valid.",
+        503: "The server is stopping (`server_stopping`): retry after Retry-After seconds.",
     }.items()
 }
 # Only the routes that start a turn or create a chat count against the per-user limits.
