@@ -30,6 +30,9 @@ logger = logging.getLogger(__name__)
 TURNS_GRACE_S = 30.0
 # How often the database is asked whether it answers, while turns are still storing.
 PROBE_EVERY_S = 1.0
+# A stream cut short: its turn may still be stored (or end interrupted), so not "retry", which
+# would send the message twice.
+STREAM_CUT = "The server stopped while sending this answer. Reload the chat to see where it got to."
 
 
 class AnswerWhileStopping:
@@ -66,7 +69,7 @@ class AnswerWhileStopping:
                 await error_response(SERVER_STOPPING)(scope, receive, send)
             elif _is_event_stream(started):
                 task.uncancel()
-                error = {"code": SERVER_STOPPING.code, "message": SERVER_STOPPING.message}
+                error = {"code": SERVER_STOPPING.code, "message": STREAM_CUT}
                 await send({"type": "http.response.body", "body": sse("error", error)})
             else:
                 raise
