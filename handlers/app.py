@@ -5,7 +5,6 @@ The Inngest serve endpoint is functions/app.py's; `handoff dev` mounts both on o
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -19,6 +18,7 @@ from handlers.auth import Authenticator
 from handlers.deps import known_query_only
 from handlers.errors import install_error_handlers
 from handlers.limits import BodySizeLimit
+from handlers.shutdown import AnswerWhileStopping, settle_turns
 from infra.events import create_inngest_client
 from infra.runtime import Services
 from infra.settings import Settings
@@ -43,9 +43,9 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
-        # Let turns that are still persisting finish before the pool goes away.
-        if app.state.turns:
-            await asyncio.wait(app.state.turns, timeout=30)
+        # Let turns that are still persisting finish before the pool goes away (not for
+        # longer than the database answers).
+        await settle_turns(app.state.turns, services)
         # Whatever was added to the app (a change feed in development) ends before the pool.
         for hook in app.state.on_shutdown:
             await hook()
@@ -68,6 +68,8 @@ def create_app(
     app.state.on_shutdown = []
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, exempt=unlimited_paths)
+    # Outermost of ours: whatever is inside it may be cut short as the server stops.
+    app.add_middleware(AnswerWhileStopping)
     # Our routes refuse query parameters they do not take (the Inngest endpoint, mounted on
     # this app in development, reads its own).
     strict = [Depends(known_query_only)]

@@ -13,15 +13,16 @@ from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agent.model import model_config
-from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
+from agent.threads import DEFAULT_ASSISTANT_ID, thread_key
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
+from handlers.fields import NO_NUL, AssistantId, AssistantQuery
 from handlers.respond import stream_turn
 from infra.store import branches
 from infra.store.ids import ChatId, MessageId
@@ -29,14 +30,13 @@ from turns.turn import Turn
 
 router = APIRouter()
 
-AssistantQuery = Annotated[str, Query(alias="assistantId", pattern=ASSISTANT_ID_PATTERN.pattern)]
-BranchPath = Annotated[str, Path(min_length=1, max_length=64)]
+BranchPath = Annotated[str, Path(min_length=1, max_length=64), NO_NUL]
 
 
 class RegenerateRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
     # While a job of this chat and assistant is active: refuse (409), or cancel it. (Waiting
     # for it is not offered: a fork runs from its quick path.)
     multitask_strategy: Literal["reject", "interrupt"] = "reject"
@@ -75,7 +75,7 @@ class Branches(BaseModel):
 class ActivateRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
 
 
 class Activated(BaseModel):

@@ -12,6 +12,7 @@ from pydantic.alias_generators import to_camel
 
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
+from handlers.fields import NO_NUL
 from infra.store import chats, limits
 
 router = APIRouter()
@@ -33,7 +34,7 @@ class ChatList(BaseModel):
 class NewChat(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    title: str = Field(default="", max_length=200)
+    title: Annotated[str, Field(max_length=200), NO_NUL] = ""
 
 
 def chat_of(row: dict[str, Any]) -> Chat:

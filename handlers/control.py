@@ -8,13 +8,14 @@ from typing import Annotated
 from uuid import UUID
 
 import inngest
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID
+from agent.threads import DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.fields import NO_NUL, AssistantId, CallIdPath
 from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_cancel
 from infra.store import pauses
 from infra.store.approvals import record_decision
@@ -31,7 +32,7 @@ router = APIRouter()
 class CancelRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
 
 
 class CancelResponse(BaseModel):
@@ -79,7 +80,7 @@ class ApprovalRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
     approved: bool
-    note: str | None = Field(default=None, max_length=2000)
+    note: Annotated[str | None, Field(max_length=2000), NO_NUL] = None
 
 
 class ApprovalResponse(BaseModel):
@@ -98,7 +99,7 @@ class ApprovalResponse(BaseModel):
 )
 async def approve(
     chat_id: UUID,
-    tool_call_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")],
+    tool_call_id: CallIdPath,
     body: ApprovalRequest,
     user: CurrentUser,
     services: ServicesDep,
@@ -128,7 +129,7 @@ async def approve(
 class AnswerRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    answer: str = Field(min_length=1, max_length=4000)
+    answer: Annotated[str, Field(min_length=1, max_length=4000), NO_NUL]
 
 
 class AnswerResponse(BaseModel):
@@ -147,7 +148,7 @@ class AnswerResponse(BaseModel):
 )
 async def answer_question(
     chat_id: UUID,
-    question_id: Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")],
+    question_id: CallIdPath,
     body: AnswerRequest,
     user: CurrentUser,
     services: ServicesDep,
@@ -179,7 +180,7 @@ async def answer_question(
 class PauseRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
 
 
 class PauseResponse(BaseModel):
@@ -214,8 +215,8 @@ async def pause(
 class ResumeRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
-    instruction: str | None = Field(default=None, max_length=4000)
+    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
+    instruction: Annotated[str | None, Field(max_length=4000), NO_NUL] = None
 
 
 class ResumeResponse(BaseModel):

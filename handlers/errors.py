@@ -14,8 +14,14 @@ from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handlers.auth import InvalidToken
+from infra.db import PoolClosed
 from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
-from infra.store.branches import BranchNotFound, EditTargetNotFound, NotEditable
+from infra.store.branches import (
+    BranchNotFound,
+    CheckpointNotFound,
+    EditTargetNotFound,
+    NotEditable,
+)
 from infra.store.chats import ChatNotFound, UnknownUser
 from infra.store.jobs import JobAlreadyActive
 from infra.store.limits import (
@@ -56,6 +62,12 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
+# A request the server cut short as it stops (handlers/shutdown.py), or that found the pool
+# closed for that reason.
+SERVER_STOPPING = ApiError(
+    503, "server_stopping", "The server is restarting. Please retry in a moment.", retry_after_s=2
+)
+
 ERRORS: dict[type[Exception], ApiError] = {
     InvalidToken: ApiError(401, "unauthorized", "Missing or invalid access token."),
     UnknownUser: ApiError(401, "unauthorized", "Missing or invalid access token."),
@@ -71,6 +83,14 @@ ERRORS: dict[type[Exception], ApiError] = {
     NotEditable: ApiError(
         409, "message_not_editable", "This message was sent before edits were possible."
     ),
+    # The message's metadata names a checkpoint its thread does not have (users may write their
+    # messages' metadata): the fork has nothing to start from.
+    CheckpointNotFound: ApiError(
+        409,
+        "checkpoint_not_found",
+        "Where this message stands in the conversation cannot be found, so it cannot be edited"
+        " or answered again.",
+    ),
     ApprovalAlreadyDecided: ApiError(
         409, "approval_already_decided", "This tool call was already decided."
     ),
@@ -82,6 +102,7 @@ ERRORS: dict[type[Exception], ApiError] = {
     QuestionAlreadyAnswered: ApiError(
         409, "question_already_answered", "This question was already answered."
     ),
+    PoolClosed: SERVER_STOPPING,
 }
 # The per-user limits (infra/store/limits.py): 429 with a Retry-After.
 LIMITS: dict[type[LimitReached], tuple[str, str]] = {
@@ -193,9 +214,13 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         400: "The body cannot be decoded.",
         401: "Missing or invalid access token.",
         404: "No such chat among the caller's.",
-        409: "A background job is still running, or the message was already sent.",
+        409: (
+            "A background job is still running, the message was already sent, or it cannot be"
+            " edited or answered again."
+        ),
         413: "The message or the request body is too large.",
         422: "The request is not valid.",
+        503: "The server is stopping (`server_stopping`): retry after Retry-After seconds.",
     }.items()
 }
 # Only the routes that start a turn or create a chat count against the per-user limits.

@@ -10,9 +10,10 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID
+from agent.threads import DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.fields import NO_NUL, AssistantQuery
 from infra.store import branches
 from infra.store.ids import ChatId
 
@@ -94,10 +95,10 @@ async def history(
     chat_id: UUID,
     user: CurrentUser,
     services: ServicesDep,
-    assistant_id: Annotated[
-        str, Query(alias="assistantId", pattern=ASSISTANT_ID_PATTERN.pattern)
-    ] = DEFAULT_ASSISTANT_ID,
-    branch_id: Annotated[str | None, Query(alias="branchId", min_length=1, max_length=64)] = None,
+    assistant_id: AssistantQuery = DEFAULT_ASSISTANT_ID,
+    branch_id: Annotated[
+        str | None, Query(alias="branchId", min_length=1, max_length=64), NO_NUL
+    ] = None,
     every_branch: Annotated[bool, Query(alias="all")] = False,
 ) -> History:
     """The messages from the thread's root to the head of its active branch (or `branchId`'s),

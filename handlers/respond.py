@@ -6,21 +6,22 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from opentelemetry import trace
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from starlette.types import Receive, Scope, Send
 
 from agent.model import model_config
-from agent.threads import ASSISTANT_ID_PATTERN, DEFAULT_ASSISTANT_ID, thread_key
+from agent.threads import DEFAULT_ASSISTANT_ID, thread_key
 from handlers.auth import AuthUser
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
+from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import SSE_HEADERS, sse
 from infra import telemetry
 from infra.events import send_cancel
@@ -43,25 +44,17 @@ class RespondRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
     chat_id: UUID
-    content: str = Field(min_length=1)
+    content: Annotated[str, Field(min_length=1), NO_NUL]
     # The client's own id for its message, to send it again without doubling it: scoped to the
     # chat, it names the stored message through `client_message_id`, which `metadata` returns.
     user_message_id: UUID | None = None
-    assistant_id: str = Field(default=DEFAULT_ASSISTANT_ID, pattern=ASSISTANT_ID_PATTERN.pattern)
+    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
     # A user message of this chat and assistant to replace: the turn forks the thread from the
     # checkpoint that message's turn started from.
     edit_of: UUID | None = None
     # While a job of this chat and assistant is active: refuse (409), cancel it, wait, or join
     # it (`steer`: a background job's next round sees the message).
     multitask_strategy: Strategy = "reject"
-
-    @field_validator("content")
-    @classmethod
-    def _storable(cls, content: str) -> str:
-        # Postgres text cannot hold NUL: let through, it fails the insert as a 500.
-        if "\x00" in content:
-            raise ValueError("must not contain NUL characters")
-        return content
 
 
 def _discard(task: asyncio.Task[Any]) -> None:

@@ -6,5 +6,9 @@ set -eu
 # The zip holds the dependencies beside the project's packages, at the task root.
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# On SIGTERM, requests get 2 s to finish; those still running are then answered 503
+# `server_stopping` (handlers/shutdown.py), rather than held until the pool's timeout when the
+# database is down.
 exec python -m uvicorn handlers.lambda_respond:app \
-    --host 127.0.0.1 --port "${AWS_LWA_PORT:-8080}" --no-server-header
+    --host 127.0.0.1 --port "${AWS_LWA_PORT:-8080}" --no-server-header \
+    --timeout-graceful-shutdown 2

@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.fields import NO_NUL
 from infra.settings import ModelPrice
 from infra.store import usage
 from infra.store.access import user_transaction
@@ -168,10 +169,14 @@ async def get_usage(
     services: ServicesDep,
     chat_id: Annotated[UUID | None, Query(alias="chatId")] = None,
     since: Annotated[
-        str | None, Query(pattern=ISO_MOMENT, examples=["2025-06-01", "2025-06-01T08:00:00Z"])
+        str | None,
+        Query(pattern=ISO_MOMENT, examples=["2025-06-01", "2025-06-01T08:00:00Z"]),
+        NO_NUL,
     ] = None,
     until: Annotated[
-        str | None, Query(pattern=ISO_MOMENT, examples=["2025-07-01", "2025-06-01T18:00:00Z"])
+        str | None,
+        Query(pattern=ISO_MOMENT, examples=["2025-07-01", "2025-06-01T18:00:00Z"]),
+        NO_NUL,
     ] = None,
     days: Annotated[int | None, Query(ge=1, le=MAX_DAYS)] = None,
 ) -> UsageReport:

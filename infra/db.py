@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import psycopg
 from psycopg import AsyncConnection
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
+
+# What a caller waiting for a connection gets once the pool is closed (the process is stopping).
+from psycopg_pool import PoolClosed as PoolClosed
 
 Conn = AsyncConnection[DictRow]
 Pool = AsyncConnectionPool[Conn]
@@ -54,3 +58,15 @@ def create_pool(database_url: str, *, max_size: int = 10) -> Pool:
 async def connect(database_url: str) -> Conn:
     """A single connection with the pool's settings, for migrations and the CLI."""
     return await AsyncConnection.connect(database_url, **CONNECTION_KWARGS)
+
+
+async def reachable(database_url: str, *, timeout_s: float = 2.0) -> bool:
+    """Whether a new connection to the database can be made within `timeout_s`. A pool whose
+    server is down says so only when a caller's wait reaches the pool's timeout (30 s)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            conn = await AsyncConnection.connect(database_url, autocommit=True)
+        await conn.close()
+    except (psycopg.Error, OSError, TimeoutError):
+        return False
+    return True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from infra.db import Pool, create_pool
+from infra.db import Pool, PoolClosed, create_pool, reachable
 from infra.settings import Settings
 
 
@@ -17,12 +17,16 @@ class Services:
         self.settings = settings
         self._pool: Pool | None = None
         self._lock = asyncio.Lock()
+        self._closed = False
 
     async def pool(self) -> Pool:
         """The open pool; the first caller opens it (a cold Lambda pays this once)."""
         if self._pool is not None:
             return self._pool
         async with self._lock:
+            # Closed as the process stops: opening a new pool would only wait again.
+            if self._closed:
+                raise PoolClosed("the process is stopping")
             if self._pool is None:
                 if not self.settings.database_url:
                     raise DatabaseNotConfigured("DATABASE_URL is not set")
@@ -34,6 +38,14 @@ class Services:
         return self._pool
 
     async def close(self) -> None:
+        """Close the pool for good: callers waiting for a connection get PoolClosed at once,
+        as does every later caller."""
+        self._closed = True
         if self._pool is not None:
-            await self._pool.close()
-            self._pool = None
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def database_answers(self) -> bool:
+        """Whether the database takes a new connection now (a probe, not the pool's)."""
+        url = self.settings.database_url
+        return url is not None and await reachable(url)

@@ -21,13 +21,14 @@ from agent.snapshot import (
     APOLOGY,
     INCOMPATIBLE_VERSION,
     INTERRUPTED,
+    STOPPED_TEXT,
     AgentSnapshot,
     failed_text,
     render_agent_snapshot,
 )
 from agent.usage import turn_usage
 from infra import telemetry
-from infra.db import Conn, Pool
+from infra.db import Conn, Pool, PoolClosed
 from infra.events import EventSender, send_handoff
 from infra.runtime import Services
 from infra.store import jobs, messages, outbox, usage
@@ -91,6 +92,12 @@ async def _run_turn(
             return  # handed off: the job goes on in the background
     except Interrupted:
         await emit("error", {"code": "interrupted", "message": INTERRUPTED})
+    except PoolClosed:
+        # The process stopped while the database did not answer (handlers/shutdown.py): nothing
+        # can be stored now. The reply ends interrupted once its silent slot is found.
+        logger.warning("the process stopped before the turn was stored", extra=turn.log)
+        await emit("error", {"code": "server_stopping", "message": STOPPED_TEXT})
+        return
     except IncompatibleCheckpoint:
         logger.exception("checkpoint from an incompatible version", extra=turn.log)
         await _record_failure(turn, services, INCOMPATIBLE_VERSION, "incompatible_version")

@@ -28,9 +28,11 @@ from uuid import UUID
 from psycopg import errors
 from psycopg.types.json import Jsonb
 
+from agent.threads import thread_key
 from infra.db import Conn, Pool
-from infra.store.access import user_transaction
+from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
+from infra.store.checkpoints import has_checkpoint
 from infra.store.drafts import with_latest_draft
 from infra.store.ids import ChatId, MessageId
 from infra.store.jobs import JobAlreadyActive
@@ -192,6 +194,10 @@ class NotEditable(RuntimeError):
     """The message was stored before turns recorded their checkpoints."""
 
 
+class CheckpointNotFound(LookupError):
+    """The message names a checkpoint its thread does not have: its metadata was not ours."""
+
+
 class BranchNotFound(LookupError):
     """No such branch in the user's chat."""
 
@@ -221,12 +227,13 @@ async def edit_target(
     params = {"chat_id": chat_id, "assistant_id": assistant_id, "message_id": message_id}
     async with user_transaction(pool, claims) as conn:
         row = await (await conn.execute(EDIT_TARGET_SQL, params)).fetchone()
-    if row is None:
-        raise EditTargetNotFound(message_id)
-    if "checkpointId" not in row["metadata"]:
-        raise NotEditable(message_id)
+        if row is None:
+            raise EditTargetNotFound(message_id)
+        if "checkpointId" not in row["metadata"]:
+            raise NotEditable(message_id)
+        base = await _fork_base(conn, chat_id, assistant_id, row["metadata"])
     edited = MessageId(message_id)
-    return Edit(edited, row["metadata"]["checkpointId"], edited)
+    return Edit(edited, base, edited)
 
 
 async def regenerate_target(
@@ -237,17 +244,32 @@ async def regenerate_target(
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)
         row = await (await conn.execute(REGENERATE_TARGET_SQL, params)).fetchone()
-    if row is None:
-        raise EditTargetNotFound(message_id)
-    if "checkpointId" not in row["metadata"] or row["reply_id"] is None:
-        raise NotEditable(message_id)
-    edit = Edit(
-        MessageId(row["id"]),
-        row["metadata"]["checkpointId"],
-        MessageId(row["reply_id"]),
-        regenerate=True,
-    )
+        if row is None:
+            raise EditTargetNotFound(message_id)
+        if "checkpointId" not in row["metadata"] or row["reply_id"] is None:
+            raise NotEditable(message_id)
+        base = await _fork_base(conn, chat_id, assistant_id, row["metadata"])
+    edit = Edit(MessageId(row["id"]), base, MessageId(row["reply_id"]), regenerate=True)
     return Regeneration(edit, row["content"])
+
+
+async def _fork_base(
+    conn: Conn, chat_id: ChatId, assistant_id: str, metadata: dict[str, Any]
+) -> str | None:
+    """The checkpoint a user message says its turn began from, once the thread is known to
+    have it (None: the thread's first turn). The user may have written that metadata
+    themselves (RLS lets them write their messages): a fork reads the chat's own thread only,
+    and a checkpoint it does not have is CheckpointNotFound, not a failed turn."""
+    base = metadata["checkpointId"]
+    if base is None:
+        return None
+    if not isinstance(base, str):
+        raise CheckpointNotFound(base)
+    # Checkpoints are not the user's to read: the rest of this transaction runs as the service.
+    await act_as_service(conn)
+    if not await has_checkpoint(conn, thread_key(chat_id, assistant_id), base):
+        raise CheckpointNotFound(base)
+    return base
 
 
 async def active_head(pool: Pool, chat_id: ChatId, assistant_id: str) -> tuple[str, str | None]:

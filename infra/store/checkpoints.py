@@ -13,11 +13,25 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from agent.threads import ThreadId, thread_config
 from infra.db import Conn, Pool
 
+# The saver's own table, by its key: whether the thread has this checkpoint (at the root
+# namespace, where the graph's checkpoints live).
+CHECKPOINT_EXISTS_SQL = """
+select 1 from langgraph.checkpoints
+where thread_id = %s and checkpoint_ns = '' and checkpoint_id = %s
+"""
+
 
 def durable_saver(pool_or_conn: Pool | Conn) -> AsyncPostgresSaver:
     """The saver on our own pool (never prepares statements; see infra.db), or on a connection
     inside a transaction so its writes commit together with ours."""
     return AsyncPostgresSaver(pool_or_conn)
+
+
+async def has_checkpoint(conn: Conn, thread_id: ThreadId, checkpoint_id: str) -> bool:
+    """Whether `thread_id` has the checkpoint `checkpoint_id`; the connection must act as the
+    service (users cannot read checkpoints)."""
+    found = await conn.execute(CHECKPOINT_EXISTS_SQL, (thread_id, checkpoint_id))
+    return await found.fetchone() is not None
 
 
 async def load_latest_into_memory(
