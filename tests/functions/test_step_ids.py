@@ -33,7 +33,7 @@ EMAIL = {"to": "ada@example.com", "subject": "Minutes", "body": "See attached."}
 CONTENT = f"/calc 1+1\n/send_email {json.dumps(EMAIL)}\n/then\n/ask_user {json.dumps(QUESTION)}"
 CALL_ID = re.compile(r"call_[0-9a-f]{12}_\d+_\d+")
 # No wait ends on its own unless the test says so: the recording has the reads it asked for.
-LONG_WAITS = {"wait_recheck_s": 600, "wait_recheck_max_s": 600}
+LONG_WAITS: dict[str, Any] = {"wait_recheck_s": 600, "wait_recheck_max_s": 600}
 
 
 def named_calls(ops: list[tuple[str, str]]) -> list[list[str]]:
