@@ -60,7 +60,7 @@ async def run_the_story(stack: Stack, database_url: str) -> RunRecord:
     user_id, chat_id = await create_user_with_chat(database_url)
     token, chat = token_for(user_id), f"/api/chat/{chat_id}"
     # Inngest reaches the app after the pause is asked for: the claim's plan holds it.
-    stack.executor.call_delay_s = 1.0
+    stack.executor.call_delay_s = 2.0
     events = await stack.respond(token, {"chatId": str(chat_id), "content": CONTENT})
     assert events[-1][0] == "handoff"
     await post(stack, token, f"{chat}/pause")
