@@ -2,14 +2,17 @@
 
 Inngest re-runs this handler from the top for every step and hands back memoized step outputs,
 so everything outside `step.run` is deterministic and free of side effects: the plan of what to
-do next is itself a step output, never a fresh database read. The step bodies are the methods of
-a `HandoffJob` (turns/job.py); this module is only their order.
+do next is itself a step output, never a fresh database read, and `turns.course.next_step`
+decides it from those outputs alone. The step bodies are the methods of a `HandoffJob`
+(turns/job.py) and its units; the waits for the user are functions/prompts.py's. This module
+only runs what the course says, in Inngest's terms.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
 from typing import Any, ParamSpec, TypeVar
@@ -18,15 +21,16 @@ import inngest
 from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
-from functions.approvals import await_decision
-from functions.pauses import await_resume
-from functions.questions import await_answer
+from functions import prompts
+from functions.prompts import ask_wait_settle
 from infra import telemetry
 from infra.events import CANCEL_EVENT, HANDOFF_EVENT
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
+from infra.settings import Settings
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult
+from turns import course
 from turns.failures import JobFailed, RetryLater
 from turns.job import HandoffJob, fail_job
 from turns.rounds import Plan
@@ -79,7 +83,14 @@ def create_tool_handoff(
             raise inngest.NonRetriableError("invalid chat/tool_handoff payload") from exc
         if not ctx.event.id:
             raise inngest.NonRetriableError("chat/tool_handoff needs an event id")
-        job = HandoffJob(services, tools, large_outputs, ctx.event.id, ctx.run_id, turn)
+        job = HandoffJob(
+            services=services,
+            tools=tools,
+            job_key=ctx.event.id,
+            run_id=ctx.run_id,
+            turn=turn,
+            large_outputs=large_outputs,
+        )
         return await run_steps(ctx, job, client)
 
     return tool_handoff
@@ -88,7 +99,7 @@ def create_tool_handoff(
 async def run_steps(
     ctx: inngest.Context, job: HandoffJob, events: inngest.Inngest
 ) -> dict[str, Any]:
-    """The plan: claim, then tools and a model round until the model is done, then finalize."""
+    """Claim, then run what `turns.course.next_step` says until the job ends or stops."""
     claim = await ctx.step.run("claim", _step_body(job.claim, job, "claim", ctx.attempt))
     if not claim["claimed"]:
         logger.info("job already taken or finished; nothing to do", extra=job.log)
@@ -96,134 +107,132 @@ async def run_steps(
     # From here on the job row, written by the request that handed off, says which thread,
     # message and model this is: the event only names the job.
     job = job.claimed(claim)
-    plan: Plan = claim
-    # A step's last attempt ends the job with the failure's plain words instead of raising.
-    last_attempt = ctx.attempt >= RETRIES
-    if plan.get("opening"):
-        opening = _step_body(job.rounds.open, job, "model round", ctx.attempt)
-        plan = await ctx.step.run("model-round-opening", opening, ctx.attempt, last_attempt)
-    round_no = 0
-    pauses = 0
-    finals = 0
+    run = _Run(ctx, job, events)
+    limits = course.Limits.of(job.services.settings)
+    at = course.Course(plan=claim)
+    kind_of = job.prompts.kind_of
+    results: list[ToolResult] = []
     while True:
-        if plan["done"]:
-            if plan.get("stopped"):
-                logger.info("job canceled or taken over; stopping", extra=job.log)
-                return {"status": "stopped", "rounds": round_no}
-            finished = await ctx.step.run(
-                f"finalize-{finals}" if finals else "finalize",
-                _step_body(job.finalize, job, "finalize", ctx.attempt),
-                events,
-            )
-            if finished:
-                return {"status": "completed", "rounds": round_no}
+        kinds = {c["id"]: kind_of(c) for c in at.plan["pending"]}
+        step = course.next_step(at, kinds, limits)
+        if isinstance(step, course.Stop):
+            logger.info("job canceled or taken over; stopping", extra=job.log)
+            return {"status": "stopped", "rounds": at.rounds}
+        if isinstance(step, course.Finalize):
+            if await run.finalize(step):
+                return {"status": "completed", "rounds": at.rounds}
             # A message steered into the job came after its last round: one more answers it.
-            finals += 1
-            plan = {"done": False, "pending": []}
-            continue
-        if plan.get("pause"):
-            # The user asked for a pause: it happens here, before the round's tools run.
-            pauses += 1
-            if not await await_resume(ctx, job, events, pauses):
+            at = course.finalized(at)
+        elif isinstance(step, course.Pause):
+            if not await ask_wait_settle(ctx, prompts.pause(job, events, step.n), run.settings):
                 logger.info("job ended while paused", extra=job.log)
-                return {"status": "stopped", "rounds": round_no}
-        calls, refused = job.within_limit(plan["pending"])
-        waited = await _ask_user(ctx, job, calls, plan.get("asked", 0))
-        if waited is None:
-            logger.info("job canceled while waiting for the user", extra=job.log)
-            return {"status": "stopped", "rounds": round_no}
-        answered, decisions = waited
-        results = await _tool_results(ctx, job, calls, answered, decisions, last_attempt)
-        if refused:
-            results += await ctx.step.run(f"refuse-calls-{round_no}", job.refuse, refused)
-        step_id = f"model-round-{round_no}"
-        while True:
-            plan = await ctx.step.run(
-                step_id,
-                _step_body(
-                    job.rounds.resume, job, "model round", ctx.attempt, {"handoff.round": round_no}
-                ),
-                results,
-                ctx.attempt,
-                last_attempt,
-            )
-            if not plan.get("held"):
-                break
-            # Paused before the round: once resumed, the round runs as a step of its own.
-            pauses += 1
-            if not await await_resume(ctx, job, events, pauses):
-                logger.info("job ended while paused", extra=job.log)
-                return {"status": "stopped", "rounds": round_no}
-            step_id = f"model-round-{round_no}-resumed-{pauses}"
-        round_no += 1
+                return {"status": "stopped", "rounds": at.rounds}
+            at = course.resumed(at, step)
+        elif isinstance(step, course.Opening):
+            at = course.opened(at, await run.opening(step))
+        else:
+            if isinstance(step, course.ToolRound):
+                answered = await run.answer(step)
+                if answered is None:
+                    logger.info("job canceled while waiting for the user", extra=job.log)
+                    return {"status": "stopped", "rounds": at.rounds}
+                results = answered
+            at = course.round_ran(at, await run.model_round(step.round_id, results, at.rounds))
 
 
-async def _ask_user(
-    ctx: inngest.Context, job: HandoffJob, calls: list[dict[str, Any]], asked: int
-) -> tuple[dict[str, ToolResult], dict[str, Decision]] | None:
-    """Questions for the user and calls that need the user's approval wait for them, one at a
-    time: the answered questions' results (an answer is its call's result) and the decisions.
-    None when the job ended while waiting."""
-    max_questions = job.services.settings.max_questions_per_turn
-    answered: dict[str, ToolResult] = {}
-    decisions: dict[str, Decision] = {}
-    for call in calls:
-        if job.asks_user(call):
-            if asked >= max_questions:
-                answered[call["id"]] = await ctx.step.run(
-                    f"refuse-question-{call['id']}", job.refuse_question, call
+@dataclass(frozen=True)
+class _Run:
+    """The steps of one call of the function, as `run_steps` runs them."""
+
+    ctx: inngest.Context
+    job: HandoffJob
+    events: inngest.Inngest
+
+    @property
+    def settings(self) -> Settings:
+        return self.job.services.settings
+
+    @property
+    def last_attempt(self) -> bool:
+        # A step's last attempt ends the job with the failure's plain words instead of raising.
+        return self.ctx.attempt >= RETRIES
+
+    async def finalize(self, step: course.Finalize) -> bool:
+        body = _step_body(self.job.finalize, self.job, "finalize", self.ctx.attempt)
+        return await self.ctx.step.run(step.step_id, body, self.events)
+
+    async def opening(self, step: course.Opening) -> Plan:
+        body = _step_body(self.job.rounds.open, self.job, "model round", self.ctx.attempt)
+        return await self.ctx.step.run(step.step_id, body, self.ctx.attempt, self.last_attempt)
+
+    async def model_round(self, step_id: str, results: list[ToolResult], round_no: int) -> Plan:
+        attributes: dict[str, str | int] = {"handoff.round": round_no}
+        resume = self.job.rounds.resume
+        body = _step_body(resume, self.job, "model round", self.ctx.attempt, attributes)
+        return await self.ctx.step.run(step_id, body, results, self.ctx.attempt, self.last_attempt)
+
+    async def answer(self, step: course.ToolRound) -> list[ToolResult] | None:
+        """The round's results in the order the model made the calls (those refused last):
+        the user's first, one prompt at a time, then each tool call as a step of its own, in
+        parallel. None when the job ended while waiting for the user."""
+        answered: dict[str, ToolResult] = {}
+        decisions: dict[str, Decision] = {}
+        for ask in step.asks:
+            call = ask.call
+            if ask.kind == "refuse-question":
+                refuse = self.job.prompts.refuse_question
+                answered[call["id"]] = await self.ctx.step.run(
+                    f"refuse-question-{call['id']}", refuse, call
                 )
                 continue
-            asked += 1
-            answer = await await_answer(ctx, job, call)
-            if answer is None:
-                return None
-            answered[call["id"]] = answer
-        elif job.needs_approval(call):
-            decided = await await_decision(ctx, job, call)
-            if decided is None:
-                return None
-            decisions[call["id"]] = decided
-    return answered, decisions
+            if ask.kind == "question":
+                answer = await ask_wait_settle(
+                    self.ctx, prompts.question(self.job, call), self.settings
+                )
+                if answer is None:
+                    return None
+                answered[call["id"]] = answer
+            else:
+                decided = await ask_wait_settle(
+                    self.ctx, prompts.approval(self.job, call), self.settings
+                )
+                if decided is None:
+                    return None
+                decisions[call["id"]] = decided
+        ran = iter(await self._tools(step, decisions))
+        results = [answered[c["id"]] if c["id"] in answered else next(ran) for c in step.calls]
+        if step.refused:
+            refuse_calls = self.job.tool_calls.refuse
+            results += await self.ctx.step.run(step.refuse_id, refuse_calls, list(step.refused))
+        return results
 
-
-async def _tool_results(
-    ctx: inngest.Context,
-    job: HandoffJob,
-    calls: list[dict[str, Any]],
-    answered: dict[str, ToolResult],
-    decisions: dict[str, Decision],
-    last_attempt: bool,
-) -> list[ToolResult]:
-    """The round's results in the order the model made the calls: each call not answered by
-    the user runs as a step of its own, in parallel."""
-    running = [call for call in calls if call["id"] not in answered]
-    # The round's outputs share its budget: each step's share follows from the plan alone.
-    bound = job.output_bound(len(running))
-    tool_steps = (
-        partial(
-            ctx.step.run,
-            f"tool-{call['id']}",
-            _step_body(
-                job.run_tool,
-                job,
-                f"execute_tool {call['name']}",
-                ctx.attempt,
-                {
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": call["name"],
-                    "gen_ai.tool.call.id": call["id"],
-                },
-            ),
-            call,
-            decisions.get(call["id"]),
-            last_attempt,
-            bound,
+    async def _tools(
+        self, step: course.ToolRound, decisions: dict[str, Decision]
+    ) -> tuple[ToolResult, ...]:
+        """Each running call's result, its step run in parallel with the others."""
+        tool_steps = (
+            partial(
+                self.ctx.step.run,
+                f"tool-{call['id']}",
+                _step_body(
+                    self.job.tool_calls.run_tool,
+                    self.job,
+                    f"execute_tool {call['name']}",
+                    self.ctx.attempt,
+                    {
+                        "gen_ai.operation.name": "execute_tool",
+                        "gen_ai.tool.name": call["name"],
+                        "gen_ai.tool.call.id": call["id"],
+                    },
+                ),
+                call,
+                decisions.get(call["id"]),
+                self.last_attempt,
+                step.bound,
+            )
+            for call in step.running
         )
-        for call in running
-    )
-    ran = iter(await ctx.group.parallel(tuple(tool_steps)) if running else ())
-    return [answered[c["id"]] if c["id"] in answered else next(ran) for c in calls]
+        return await self.ctx.group.parallel(tuple(tool_steps)) if step.running else ()
 
 
 def _step_body(

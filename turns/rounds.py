@@ -51,7 +51,7 @@ class Plan(TypedDict):
 
     done: bool
     # Each call's id and name; its args too unless it is past MAX_PARALLEL_TOOL_CALLS, which
-    # is answered without running (turns/job.py).
+    # is answered without running (turns/course.py).
     pending: list[dict[str, Any]]
     # The job is no longer this run's (canceled, or taken over after the lease): stop quietly.
     stopped: NotRequired[bool]

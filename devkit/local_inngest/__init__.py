@@ -54,6 +54,11 @@ server roles against the app's real serve endpoint, over real HTTP:
   named step once it has run (a crash before the result was memoized), and
   ``refuse_events()`` makes the intake answer 503 (an Inngest outage).
 
+* Recordings, for checking a new build against runs in flight: ``RunRecord.ops`` lists each
+  stored step's display name and opcode in order, ``RunRecord.memo`` is the memo the SDK
+  receives, and ``resume_recorded()`` starts a run of a recorded event with that memo, as a
+  run in flight meets a new deploy (Inngest has no such call: there the run simply goes on).
+
 ``wait_idle()`` returns once every run has ended or is parked in a wait, so a test
 starts a run, ``wait_idle()``, sends the awaited event, then ``wait_idle()`` again;
 ``wait_run()`` waits for one run to end (a timeout included) and ``wait_for()`` for any

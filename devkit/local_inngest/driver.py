@@ -135,6 +135,7 @@ class Driver:
                 for op, future in waits:
                     name = str(op.get("displayName") or op.get("id"))
                     self._store(run, str(op["id"]), name, future.result(), check=False)
+                    run.ops.append((name, str(op.get("op"))))
                     run.attempts[name] = attempt + 1
         raise AbortRunError(f"no completion after {_MAX_DISCOVERIES} discovery requests")
 
@@ -191,6 +192,7 @@ class Driver:
             )
         stored = _stored(op)
         self._store(run, str(op["id"]), name, stored)
+        run.ops.append((name, str(kind)))
         run.attempts[name] = attempt + 1
 
     def _store(self, run: Run, step_id: str, name: str, value: object, check: bool = True) -> None:

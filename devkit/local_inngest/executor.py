@@ -171,6 +171,19 @@ class LocalInngest:
             raise ValueError(f"event {event_id!r} matches {len(targets)} functions")
         return self._start_run(targets[0], event)
 
+    def event(self, event_id: str) -> JSONDict:
+        """An accepted event, as runs receive it; ``KeyError`` for an unknown id."""
+        return dict(self._events.get(event_id))
+
+    def resume_recorded(self, event: Mapping[str, Any], memo: Mapping[str, Any]) -> str:
+        """Start a run of a recorded `event` (normalized, with its id) whose memo already holds
+        a recorded run's step outputs (``RunRecord.memo``), as a run in flight meets a new
+        deploy: the build reaches the steps it memoized only if it names them as the recording
+        did. Returns the run id. Not reproduced: the recorded run's attempt counters."""
+        normalized = normalize_event(dict(event))
+        [target] = [t for t in self._targets if t.matches(normalized)]
+        return self._start_run(target, normalized, dict(memo))
+
     def fire(self, function_id: str) -> str:
         """Run a cron function now, as the dashboard's "Invoke" does; returns the run id."""
         [target] = [t for t in self._targets if t.fn_id == function_id and t.crons]
@@ -226,12 +239,16 @@ class LocalInngest:
             if target.matches(event):
                 self._start_run(target, event)
 
-    def _start_run(self, target: Target, event: JSONDict) -> str:
+    def _start_run(self, target: Target, event: JSONDict, memo: JSONDict | None = None) -> str:
         if not self._endpoint.is_open:
             raise RuntimeError("LocalInngest.start() has not been awaited")
         # The run's state starts with its events (one here: no batching).
         run = Run(
-            run_id=str(uuid.uuid4()), event=event, target=target, state_bytes=stored_bytes([event])
+            run_id=str(uuid.uuid4()),
+            event=event,
+            target=target,
+            steps=memo or {},
+            state_bytes=stored_bytes([event, *(memo or {}).values()]),
         )
         self._runs.append(run)
         task = asyncio.get_running_loop().create_task(self._driver.drive(run))

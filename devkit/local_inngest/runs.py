@@ -31,6 +31,11 @@ class RunRecord:
     # stored step's share of it by display name, in bytes (see ``limits``).
     state_bytes: int = 0
     step_bytes: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    # Each stored step as (display name, opcode), in the order the executor stored them (a
+    # retried step once per outcome stored), and the memo the SDK receives: hashed id -> stored
+    # output. Together they are a recording a later build can be replayed against.
+    ops: tuple[tuple[str, str], ...] = ()
+    memo: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(eq=False)
@@ -46,6 +51,7 @@ class Run:
     steps: JSONDict = dataclasses.field(default_factory=dict)
     state_bytes: int = 0
     step_bytes: dict[str, int] = dataclasses.field(default_factory=dict)
+    ops: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     # Monotonic start, for cancel clauses with a timeout.
     started: float = dataclasses.field(default_factory=time.monotonic)
     # The driver has nothing to do but await wait_for_event outputs.
@@ -64,6 +70,8 @@ class Run:
             attempts=dict(self.attempts),
             state_bytes=self.state_bytes,
             step_bytes=dict(self.step_bytes),
+            ops=tuple(self.ops),
+            memo=dict(self.steps),
         )
 
 
