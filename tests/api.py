@@ -40,9 +40,9 @@ class Api:
     """The app as a client sees it: over HTTP, in-process or on a server.
 
     One method per route, each taking the caller's token (None: no Authorization header).
-    Reads (`history`, `branches`, `chats`, `usage`) and the streaming routes (`respond`,
-    `regenerate`) return the parsed answer and fail the test unless it is a 200; each has a
-    `*_response` twin for a test that checks another status. Writes return the
+    Reads (`history` and its `messages`, `branches`, `chats`, `usage`) and the streaming
+    routes (`respond`, `regenerate`) return the parsed answer and fail the test unless it is a
+    200; each has a `*_response` twin for a test that checks another status. Writes return the
     `httpx.Response`, for the test to check its status and body (`ok(response, 202)` parses).
     A keyword body is sent as the JSON body, none at all when it is empty."""
 
@@ -98,6 +98,11 @@ class Api:
     async def history(self, token: str | None, chat_id: uuid.UUID, **params: Any) -> Json:
         """The history document: `messages` and `branchId`."""
         return ok(await self.history_response(token, chat_id, **params))
+
+    async def messages(self, token: str | None, chat_id: uuid.UUID, **params: Any) -> list[Json]:
+        """The history's messages."""
+        messages: list[Json] = (await self.history(token, chat_id, **params))["messages"]
+        return messages
 
     async def history_response(
         self, token: str | None, chat_id: uuid.UUID, **params: Any
