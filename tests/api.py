@@ -58,9 +58,12 @@ class Api:
         token: str | None,
         body: Any = None,
         params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> httpx.Response:
-        """Any request, its answer read whole (a stream's too)."""
-        return await self.http.request(method, path, json=body, params=params, headers=auth(token))
+        """Any request, its answer read whole (a stream's too); `headers` add to or replace
+        the token's (a test of malformed credentials sends its own)."""
+        headers = {**auth(token), **(headers or {})}
+        return await self.http.request(method, path, json=body, params=params, headers=headers)
 
     async def respond(self, token: str | None, body: Any) -> list[Event]:
         """POST /api/chat/respond and read the whole SSE stream."""
