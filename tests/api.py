@@ -138,15 +138,16 @@ class Api:
     async def approve(
         self, token: str | None, chat_id: uuid.UUID, tool_call_id: str, **body: Any
     ) -> httpx.Response:
-        """POST an approval: `approved=True` or False, and `note`."""
+        """POST an approval: `approved=True` or False, and `note` (sent as given)."""
         path = f"/api/chat/{chat_id}/approvals/{tool_call_id}"
         return await self.call("POST", path, token, body)
 
     async def answer(
-        self, token: str | None, chat_id: uuid.UUID, question_id: str, answer: Any
+        self, token: str | None, chat_id: uuid.UUID, question_id: str, **body: Any
     ) -> httpx.Response:
+        """POST an answer: `answer="..."` (sent as given, an empty body too)."""
         path = f"/api/chat/{chat_id}/answers/{question_id}"
-        return await self.call("POST", path, token, {"answer": answer})
+        return await self.call("POST", path, token, body)
 
     async def usage(self, token: str | None, **params: Any) -> Json:
         return ok(await self.usage_response(token, **params))
