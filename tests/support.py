@@ -1,9 +1,9 @@
-"""Test helpers: users, chats, tokens, a running stack, and an SSE reader."""
+"""Test helpers: users, chats, tokens, the app in-process or as a running stack (its client is
+tests/api.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import time
 import uuid
@@ -15,7 +15,6 @@ from typing import Any
 import httpx
 import jwt
 import psycopg
-from fastapi import FastAPI
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -34,6 +33,8 @@ from devkit.local_inngest import (
 from devkit.local_inngest.runs import RunRecord
 from infra.db import connect
 from infra.settings import Settings
+from tests.api import Api as Api  # the client, where the tests have always found it
+from tests.api import parse_sse as parse_sse
 
 JWT_SECRET = "test-secret-" + "x" * 32
 
@@ -159,28 +160,6 @@ async def sit_out_waits(executor: LocalInngest) -> int:
 
 
 @dataclass
-class Api:
-    """The app as a client sees it: over HTTP, in-process or on a server."""
-
-    app: FastAPI
-    settings: Settings
-    http: httpx.AsyncClient
-    database_url: str
-
-    async def respond(self, token: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-        """POST /api/chat/respond and read the whole SSE stream."""
-        async with self.http.stream(
-            "POST",
-            "/api/chat/respond",
-            json=body,
-            headers={"Authorization": f"Bearer {token}"},
-        ) as response:
-            assert response.status_code == 200, await response.aread()
-            assert response.headers["content-type"].startswith("text/event-stream")
-            return parse_sse(await response.aread())
-
-
-@dataclass
 class Stack(Api):
     origin: str
     executor: LocalInngest
@@ -189,16 +168,6 @@ class Stack(Api):
         """The one `tool-handoff` run the executor made."""
         [run] = [r for r in self.executor.runs() if r.function_id.endswith("tool-handoff")]
         return run
-
-
-def parse_sse(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
-    events: list[tuple[str, dict[str, Any]]] = []
-    for block in raw.decode().split("\n\n"):
-        if not block.strip():
-            continue
-        fields = dict(line.split(": ", 1) for line in block.splitlines())
-        events.append((fields["event"], json.loads(fields["data"])))
-    return events
 
 
 def settings_for(database_url: str, inngest_origin: str, **overrides: Any) -> Settings:

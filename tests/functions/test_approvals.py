@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.api import ok
 from tests.support import (
     Stack,
     create_user_with_chat,
@@ -20,17 +21,6 @@ from tests.support import (
 EMAIL = '/send_email {"to": "ada@example.com", "subject": "Minutes", "body": "See attached."}'
 AWAITING_SQL = "select * from message where role = 'assistant' and status = 'awaiting_approval'"
 FINISHED_SQL = "select * from message where role = 'assistant' and status = 'completed'"
-
-
-async def answer(
-    stack: Stack, token: str, chat_id: uuid.UUID, call_id: str, **body: Any
-) -> tuple[int, Any]:
-    response = await stack.http.post(
-        f"/api/chat/{chat_id}/approvals/{call_id}",
-        json=body,
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    return response.status_code, response.json()
 
 
 async def ask_for_email(stack: Stack, database_url: str) -> tuple[str, uuid.UUID, dict[str, Any]]:
@@ -57,15 +47,12 @@ async def test_an_approved_call_runs_the_tool(database_url: str) -> None:
         # The tool has not run while the question is open.
         assert await fetch(database_url, "select * from handoff.tool_results") == []
         # A page loaded now finds the question in the history too.
-        listed = await stack.http.get(
-            f"/api/chat/{chat_id}/history", headers={"Authorization": f"Bearer {token}"}
-        )
-        waiting = listed.json()["messages"][-1]
+        waiting = (await stack.messages(token, chat_id))[-1]
         assert (waiting["status"], waiting["pendingApproval"]) == ("awaiting_approval", pending)
 
         # WHEN the user approves it
-        status, body = await answer(stack, token, chat_id, pending["toolCallId"], approved=True)
-        assert (status, body) == (202, {"toolCallId": pending["toolCallId"], "approved": True})
+        approved = await stack.approve(token, chat_id, pending["toolCallId"], approved=True)
+        assert ok(approved, 202) == {"toolCallId": pending["toolCallId"], "approved": True}
         message = await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()
 
@@ -81,10 +68,10 @@ async def test_an_approved_call_runs_the_tool(database_url: str) -> None:
 async def test_a_rejected_call_is_reported_to_the_model_with_the_note(database_url: str) -> None:
     async with running_stack(database_url) as stack:
         token, chat_id, pending = await ask_for_email(stack, database_url)
-        status, _ = await answer(
-            stack, token, chat_id, pending["toolCallId"], approved=False, note="Not to Ada."
+        rejected = await stack.approve(
+            token, chat_id, pending["toolCallId"], approved=False, note="Not to Ada."
         )
-        assert status == 202
+        ok(rejected, 202)
         message = await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()
     assert "The user rejected this call, so send_email was not run." in message["content"]
@@ -110,15 +97,16 @@ async def test_decisions_come_only_from_the_owner_once(database_url: str) -> Non
         stranger, stranger_chat = await create_user_with_chat(database_url)
         # Another user can neither decide in this chat nor reach the call from their own.
         for chat in (chat_id, stranger_chat):
-            status, body = await answer(stack, token_for(stranger), chat, call_id, approved=True)
-            assert (status, body["error"]["code"]) == (404, "approval_not_found")
-        assert (await answer(stack, token, chat_id, "call_unknown", approved=True))[0] == 404
-        assert (await answer(stack, token, chat_id, call_id, approved="maybe"))[0] == 422
-        assert (await answer(stack, token, chat_id, "bad'id", approved=True))[0] == 422
+            refused = await stack.approve(token_for(stranger), chat, call_id, approved=True)
+            assert ok(refused, 404)["error"]["code"] == "approval_not_found"
+        ok(await stack.approve(token, chat_id, "call_unknown", approved=True), 404)
+        ok(await stack.approve(token, chat_id, call_id, approved="maybe"), 422)
+        ok(await stack.approve(token, chat_id, "bad'id", approved=True), 422)
 
-        assert (await answer(stack, token, chat_id, call_id, approved=False))[0] == 202
-        status, body = await answer(stack, token, chat_id, call_id, approved=True)
-        assert status in (404, 409)  # decided, and possibly already settled by the job
+        ok(await stack.approve(token, chat_id, call_id, approved=False), 202)
+        again = await stack.approve(token, chat_id, call_id, approved=True)
+        assert again.status_code in (404, 409), again.text
+        assert "error" in again.json()  # decided, and possibly already settled by the job
         await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()
     [message] = await fetch(database_url, "select metadata from message where role = 'assistant'")
@@ -128,12 +116,8 @@ async def test_decisions_come_only_from_the_owner_once(database_url: str) -> Non
 async def test_cancel_while_awaiting_approval_never_runs_the_tool(database_url: str) -> None:
     async with running_stack(database_url) as stack:
         token, chat_id, pending = await ask_for_email(stack, database_url)
-        response = await stack.http.post(
-            f"/api/chat/{chat_id}/cancel", headers={"Authorization": f"Bearer {token}"}
-        )
-        assert response.status_code == 202
-        status, _ = await answer(stack, token, chat_id, pending["toolCallId"], approved=True)
-        assert status == 404
+        assert (await stack.cancel(token, chat_id)).status_code == 202
+        ok(await stack.approve(token, chat_id, pending["toolCallId"], approved=True), 404)
         await wait_for_row(
             database_url, "select 1 from message where role = 'assistant' and status = 'canceled'"
         )
@@ -192,11 +176,8 @@ async def test_the_question_shows_every_hidden_character_of_the_arguments(
         assert events[-1][0] == "handoff"
         message = await wait_for_row(database_url, AWAITING_SQL)
         pending = message["metadata"]["pendingApproval"]
-        listed = await stack.http.get(
-            f"/api/chat/{chat_id}/history", headers={"Authorization": f"Bearer {token}"}
-        )
-        status, _ = await answer(stack, token, chat_id, pending["toolCallId"], approved=False)
-        assert status == 202
+        listed = await stack.messages(token, chat_id)
+        ok(await stack.approve(token, chat_id, pending["toolCallId"], approved=False), 202)
         await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()
     # THEN the call is kept as the model made it, and shown with both characters made visible
@@ -208,4 +189,4 @@ async def test_the_question_shows_every_hidden_character_of_the_arguments(
     assert "\u200b" not in shown
     assert json.loads(shown) == args
     # AND every frontend gets it, whether from Realtime's row or the history
-    assert listed.json()["messages"][-1]["pendingApproval"] == pending
+    assert listed[-1]["pendingApproval"] == pending

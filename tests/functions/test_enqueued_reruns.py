@@ -10,7 +10,6 @@ was canceled, and they are answered by running them.
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from langchain_core.messages import HumanMessage, ToolMessage
 
@@ -21,7 +20,6 @@ from tests.support import (
     durable_messages,
     execute,
     fetch,
-    parse_sse,
     running_stack,
     token_for,
     wait_for_row,
@@ -48,16 +46,8 @@ create trigger refuse_while_down before insert or update on public.message_draft
 """
 
 
-async def send(
-    stack: Stack, token: str, chat_id: uuid.UUID, content: str, strategy: str
-) -> list[tuple[str, dict[str, Any]]]:
-    body = {"chatId": str(chat_id), "content": content, "multitaskStrategy": strategy}
-    async with stack.http.stream(
-        "POST", "/api/chat/respond", json=body, headers={"Authorization": f"Bearer {token}"}
-    ) as response:
-        raw = await response.aread()
-    assert response.status_code == 200, raw
-    return parse_sse(raw)
+def message(chat_id: uuid.UUID, content: str, strategy: str) -> dict[str, str]:
+    return {"chatId": str(chat_id), "content": content, "multitaskStrategy": strategy}
 
 
 async def enqueue_behind_a_running_job(
@@ -67,10 +57,10 @@ async def enqueue_behind_a_running_job(
     enqueued reply's id and its job's event id."""
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
-    first = await send(stack, token, chat_id, "/sleep 0.3", "reject")
+    first = await stack.respond(token, message(chat_id, "/sleep 0.3", "reject"))
     assert first[-1][0] == "handoff"
     await wait_for_row(database_url, "select 1 from job_runs where status = 'processing'")
-    queued = await send(stack, token, chat_id, content, "enqueue")
+    queued = await stack.respond(token, message(chat_id, content, "enqueue"))
     assert queued[-1][1]["status"] == "queued"
     return chat_id, str(queued[-1][1]["assistantMessageId"]), str(queued[-1][1]["eventId"])
 

@@ -52,11 +52,7 @@ async def test_an_email_whose_call_runs_twice_is_sent_once(database_url: str) ->
         assert events[-1][0] == "handoff"
         pending = (await wait_for_row(database_url, AWAITING_SQL))["metadata"]["pendingApproval"]
         call_id = pending["toolCallId"]
-        approved = await stack.http.post(
-            f"/api/chat/{chat_id}/approvals/{call_id}",
-            json={"approved": True},
-            headers={"Authorization": f"Bearer {token}"},
-        )
+        approved = await stack.approve(token, chat_id, call_id, approved=True)
         assert approved.status_code == 202, approved.text
         # WHEN the tool step is retried, and runs the tool again
         message = await wait_for_row(database_url, FINISHED_SQL)

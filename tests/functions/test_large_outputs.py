@@ -65,13 +65,8 @@ def stored_objects(s3: S3Client) -> dict[str, bytes]:
 
 async def history_reply(stack: Stack, user_id: uuid.UUID, chat_id: uuid.UUID) -> dict[str, Any]:
     """The reply as the user's client reads it: GET /api/chat/{chatId}/history."""
-    response = await stack.http.get(
-        f"/api/chat/{chat_id}/history", headers={"Authorization": f"Bearer {token_for(user_id)}"}
-    )
-    replies: list[dict[str, Any]] = [
-        m for m in response.json()["messages"] if m["role"] == "assistant"
-    ]
-    [reply] = replies
+    messages = await stack.messages(token_for(user_id), chat_id)
+    [reply] = [m for m in messages if m["role"] == "assistant"]
     return reply
 
 

@@ -10,6 +10,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from agent.threads import thread_config, thread_key
 from infra.db import connect
+from tests.api import ok
 from tests.support import (
     Stack,
     create_user_with_chat,
@@ -40,25 +41,14 @@ where m.role = 'assistant' and m.status = 'paused' and j.status = 'paused'
 FINISHED_SQL = "select * from message where role = 'assistant' and status = 'completed'"
 
 
-async def post(
-    stack: Stack, token: str, chat_id: uuid.UUID, action: str, body: Any = None
-) -> tuple[int, Any]:
-    response = await stack.http.post(
-        f"/api/chat/{chat_id}/{action}",
-        json=body,
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    return response.status_code, response.json()
-
-
 async def paused_turn(stack: Stack, database_url: str, content: str) -> tuple[str, uuid.UUID]:
     """A turn handed to the background, then paused: (token, chat id)."""
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
     events = await stack.respond(token, {"chatId": str(chat_id), "content": content})
     assert events[-1][0] == "handoff"
-    status, body = await post(stack, token, chat_id, "pause")
-    assert (status, body["pausing"]) == (202, True)
+    body = ok(await stack.pause(token, chat_id), 202)
+    assert body["pausing"] is True
     assert body["assistantMessageId"] == events[-1][1]["assistantMessageId"]
     await wait_for_row(database_url, PAUSED_SQL)
     await stack.executor.wait_idle()
@@ -73,23 +63,16 @@ async def test_resume_with_an_instruction_that_every_later_round_gets(database_u
         [wait] = stack.executor.waiting()
         assert wait.event == "chat/resume"
         # The owner sees it paused, in the history too.
-        listed = await stack.http.get(
-            f"/api/chat/{chat_id}/history", headers={"Authorization": f"Bearer {token}"}
-        )
-        assert listed.json()["messages"][-1]["status"] == "paused"
+        assert (await stack.messages(token, chat_id))[-1]["status"] == "paused"
         # While paused the chat is still taken.
-        response = await stack.http.post(
-            "/api/chat/respond",
-            json={"chatId": str(chat_id), "content": "hello?"},
-            headers={"Authorization": f"Bearer {token}"},
+        response = await stack.respond_response(
+            token, {"chatId": str(chat_id), "content": "hello?"}
         )
         assert response.status_code == 409
 
         # WHEN the owner resumes it with an instruction
-        status, body = await post(
-            stack, token, chat_id, "resume", {"instruction": "Answer in French."}
-        )
-        assert (status, body["resumed"]) == (202, True)
+        resumed = await stack.resume(token, chat_id, instruction="Answer in French.")
+        assert ok(resumed, 202)["resumed"] is True
         message = await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()
 
@@ -112,7 +95,7 @@ async def test_pause_between_a_tool_step_and_the_next_round(database_url: str) -
         assert events[-1][0] == "handoff"
         # WHEN the pause comes while the tool runs
         await wait_for_row(database_url, "select 1 from job_runs where status = 'processing'")
-        assert (await post(stack, token, chat_id, "pause"))[0] == 202
+        ok(await stack.pause(token, chat_id), 202)
         await wait_for_row(database_url, PAUSED_SQL)
         await stack.executor.wait_idle()
         # THEN the tool's step finished, and no model round ran after it
@@ -123,8 +106,7 @@ async def test_pause_between_a_tool_step_and_the_next_round(database_url: str) -
             for m in await durable_messages(database_url, chat_id)
         )
         # AND a resume without instruction finishes the turn as it would have
-        status, _ = await post(stack, token, chat_id, "resume")
-        assert status == 202
+        ok(await stack.resume(token, chat_id), 202)
         message = await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()
     assert message["content"].endswith("Here is what I found: sleep returned slept 0.5s.")
@@ -134,11 +116,10 @@ async def test_pause_between_a_tool_step_and_the_next_round(database_url: str) -
 async def test_cancel_while_paused_ends_the_wait(database_url: str) -> None:
     async with running_stack(database_url) as stack:
         token, chat_id = await paused_turn(stack, database_url, "/calc 1+1")
-        assert (await post(stack, token, chat_id, "cancel"))[0] == 202
+        ok(await stack.cancel(token, chat_id), 202)
         await stack.executor.wait_idle()
         assert stack.executor.waiting() == []
-        status, body = await post(stack, token, chat_id, "resume")
-        assert (status, body["error"]["code"]) == (409, "not_paused")
+        assert ok(await stack.resume(token, chat_id), 409)["error"]["code"] == "not_paused"
         run = stack.handoff_run()
     assert run.status == "cancelled"
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
@@ -167,28 +148,24 @@ async def test_pause_and_resume_answer_only_the_owner_and_only_when_they_apply(
         user_id, chat_id = await create_user_with_chat(database_url)
         token = token_for(user_id)
         # Nothing runs: nothing to pause or resume.
-        status, body = await post(stack, token, chat_id, "pause")
-        assert (status, body["error"]["code"]) == (409, "nothing_running")
-        status, body = await post(stack, token, chat_id, "resume")
-        assert (status, body["error"]["code"]) == (409, "not_paused")
+        assert ok(await stack.pause(token, chat_id), 409)["error"]["code"] == "nothing_running"
+        assert ok(await stack.resume(token, chat_id), 409)["error"]["code"] == "not_paused"
 
         token, chat_id = await paused_turn(stack, database_url, "/calc 1+1")
         # Paused already: no second pause.
-        assert (await post(stack, token, chat_id, "pause"))[1]["error"]["code"] == "nothing_running"
+        assert ok(await stack.pause(token, chat_id), 409)["error"]["code"] == "nothing_running"
         stranger, stranger_chat = await create_user_with_chat(database_url)
-        for action in ("pause", "resume"):
-            status, body = await post(stack, token_for(stranger), chat_id, action)
-            assert (status, body["error"]["code"]) == (404, "chat_not_found")
-            status, body = await post(stack, token_for(stranger), stranger_chat, action)
-            assert status == 409
-            response = await stack.http.post(f"/api/chat/{chat_id}/{action}")
-            assert response.status_code == 401
+        for action in (stack.pause, stack.resume):
+            theirs = await action(token_for(stranger), chat_id)
+            assert ok(theirs, 404)["error"]["code"] == "chat_not_found"
+            ok(await action(token_for(stranger), stranger_chat), 409)
+            ok(await action(None, chat_id), 401)
         for bad in ({"instruction": 3}, {"instruction": "x" * 5000}, {"surprise": 1}):
-            status, body = await post(stack, token, chat_id, "resume", bad)
-            assert (status, body["error"]["code"]) == (422, "invalid_request"), bad
+            refused = await stack.resume(token, chat_id, **bad)
+            assert ok(refused, 422)["error"]["code"] == "invalid_request", bad
         # Still paused, still the owner's to resume.
         [job] = await fetch(database_url, "select status from job_runs where chat_id = %s", chat_id)
         assert job["status"] == "paused"
-        assert (await post(stack, token, chat_id, "resume"))[0] == 202
+        ok(await stack.resume(token, chat_id), 202)
         await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()

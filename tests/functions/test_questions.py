@@ -6,6 +6,7 @@ import json
 import uuid
 from typing import Any
 
+from tests.api import ok
 from tests.support import (
     Stack,
     create_user_with_chat,
@@ -24,17 +25,6 @@ QUESTION = {
 ASK = f"/ask_user {json.dumps(QUESTION)}"
 AWAITING_SQL = "select * from message where role = 'assistant' and status = 'awaiting_input'"
 FINISHED_SQL = "select * from message where role = 'assistant' and status = 'completed'"
-
-
-async def answer(
-    stack: Stack, token: str, chat_id: uuid.UUID, question_id: str, body: Any
-) -> tuple[int, Any]:
-    response = await stack.http.post(
-        f"/api/chat/{chat_id}/answers/{question_id}",
-        json=body,
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    return response.status_code, response.json()
 
 
 async def ask(stack: Stack, database_url: str) -> tuple[str, uuid.UUID, dict[str, Any]]:
@@ -59,17 +49,14 @@ async def test_the_users_answer_is_the_models_tool_result(database_url: str) -> 
         [wait] = stack.executor.waiting()
         assert wait.event == "chat/user_answer"
         # A page loaded now finds the question in the history too.
-        listed = await stack.http.get(
-            f"/api/chat/{chat_id}/history", headers={"Authorization": f"Bearer {token}"}
-        )
-        waiting = listed.json()["messages"][-1]
+        waiting = (await stack.messages(token, chat_id))[-1]
         assert (waiting["status"], waiting["pendingQuestion"]) == ("awaiting_input", pending)
 
         # WHEN the owner answers it
-        status, body = await answer(
-            stack, token, chat_id, pending["questionId"], {"answer": "Lisbon, in May"}
+        answered = await stack.answer(
+            token, chat_id, pending["questionId"], answer="Lisbon, in May"
         )
-        assert (status, body) == (202, {"questionId": pending["questionId"], "answered": True})
+        assert ok(answered, 202) == {"questionId": pending["questionId"], "answered": True}
         message = await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()
 
@@ -100,16 +87,12 @@ async def test_no_answer_in_time_lets_the_model_go_on(database_url: str) -> None
 async def test_cancel_while_awaiting_input_stops_the_wait(database_url: str) -> None:
     async with running_stack(database_url) as stack:
         token, chat_id, pending = await ask(stack, database_url)
-        response = await stack.http.post(
-            f"/api/chat/{chat_id}/cancel", headers={"Authorization": f"Bearer {token}"}
-        )
-        assert response.status_code == 202
-        assert response.json()["canceled"] is True
+        assert ok(await stack.cancel(token, chat_id), 202)["canceled"] is True
         await stack.executor.wait_idle()
         # The canceled job waits for nothing, and the question cannot be answered any more.
         assert stack.executor.waiting() == []
-        status, body = await answer(stack, token, chat_id, pending["questionId"], {"answer": "x"})
-        assert (status, body["error"]["code"]) == (409, "question_not_pending")
+        late = await stack.answer(token, chat_id, pending["questionId"], answer="x")
+        assert ok(late, 409)["error"]["code"] == "question_not_pending"
         run = stack.handoff_run()
     assert run.status == "cancelled"
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
@@ -123,31 +106,26 @@ async def test_answers_come_only_from_the_owner_once(database_url: str) -> None:
         question_id = pending["questionId"]
         stranger, stranger_chat = await create_user_with_chat(database_url)
         # Another user's chat is not found; from their own chat, nothing waits on this id.
-        status, body = await answer(
-            stack, token_for(stranger), chat_id, question_id, {"answer": "Berlin"}
-        )
-        assert (status, body["error"]["code"]) == (404, "chat_not_found")
-        status, body = await answer(
-            stack, token_for(stranger), stranger_chat, question_id, {"answer": "Berlin"}
-        )
-        assert (status, body["error"]["code"]) == (409, "question_not_pending")
+        theirs = await stack.answer(token_for(stranger), chat_id, question_id, answer="Berlin")
+        assert ok(theirs, 404)["error"]["code"] == "chat_not_found"
+        own = await stack.answer(token_for(stranger), stranger_chat, question_id, answer="Berlin")
+        assert ok(own, 409)["error"]["code"] == "question_not_pending"
         # Bad bodies and ids
         for bad in ({}, {"answer": ""}, {"answer": "   "}, {"answer": 3}, {"answer": "a", "x": 1}):
-            status, body = await answer(stack, token, chat_id, question_id, bad)
-            assert (status, body["error"]["code"]) == (422, "invalid_request"), bad
-        assert (await answer(stack, token, chat_id, "bad'id", {"answer": "a"}))[0] == 422
-        assert (await answer(stack, token, chat_id, "call_unknown", {"answer": "a"}))[0] == 409
+            refused = await stack.answer(token, chat_id, question_id, **bad)
+            assert ok(refused, 422)["error"]["code"] == "invalid_request", bad
+        ok(await stack.answer(token, chat_id, "bad'id", answer="a"), 422)
+        ok(await stack.answer(token, chat_id, "call_unknown", answer="a"), 409)
         # No token
-        response = await stack.http.post(
-            f"/api/chat/{chat_id}/answers/{question_id}", json={"answer": "a"}
-        )
-        assert response.status_code == 401
+        ok(await stack.answer(None, chat_id, question_id, answer="a"), 401)
 
         # The owner answers once; a second answer is refused, whether or not the job settled.
-        assert (await answer(stack, token, chat_id, question_id, {"answer": "Lisbon"}))[0] == 202
-        status, body = await answer(stack, token, chat_id, question_id, {"answer": "Berlin"})
-        assert status == 409
-        assert body["error"]["code"] in ("question_already_answered", "question_not_pending")
+        ok(await stack.answer(token, chat_id, question_id, answer="Lisbon"), 202)
+        second = await stack.answer(token, chat_id, question_id, answer="Berlin")
+        assert ok(second, 409)["error"]["code"] in (
+            "question_already_answered",
+            "question_not_pending",
+        )
         message = await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()
     assert message["metadata"]["answers"][question_id]["answer"] == "Lisbon"

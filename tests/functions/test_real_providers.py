@@ -262,11 +262,7 @@ async def test_a_question_to_the_user_is_answered_and_the_provider_reads_the_ans
         pending = row["metadata"]["pendingQuestion"]
         assert (pending["question"], pending["options"]) == ("Which city?", ["Berlin", "Lisbon"])
         # WHEN the user answers
-        response = await stack.http.post(
-            f"/api/chat/{chat_id}/answers/{pending['questionId']}",
-            json={"answer": "Lisbon"},
-            headers={"Authorization": f"Bearer {auth}"},
-        )
+        response = await stack.answer(auth, chat_id, pending["questionId"], answer="Lisbon")
         assert response.status_code == 202, response.text
         await stack.executor.wait_idle()
     # THEN the reply completes, and the provider was sent the answer as the call's result

@@ -9,11 +9,11 @@ from typing import Any
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from tests.support import (
-    Stack,
+    Api,
     create_user_with_chat,
     durable_messages,
     fetch,
-    parse_sse,
+    in_process_app,
     running_stack,
     token_for,
     wait_for_row,
@@ -23,28 +23,20 @@ FINISHED_SQL = "select * from message where role = 'assistant' and status = 'com
 STEER = "Also, keep it short."
 
 
-async def send(
-    stack: Stack, token: str, chat_id: uuid.UUID, content: str, strategy: str = "steer"
-) -> list[tuple[str, dict[str, Any]]]:
-    body = {"chatId": str(chat_id), "content": content, "multitaskStrategy": strategy}
-    async with stack.http.stream(
-        "POST", "/api/chat/respond", json=body, headers={"Authorization": f"Bearer {token}"}
-    ) as response:
-        raw = await response.aread()
-    assert response.status_code == 200, raw
-    return parse_sse(raw)
+def message(chat_id: uuid.UUID, content: str, strategy: str = "steer") -> dict[str, str]:
+    return {"chatId": str(chat_id), "content": content, "multitaskStrategy": strategy}
 
 
 async def steer_during_a_tool_step(
-    stack: Stack, database_url: str
+    stack: Api, database_url: str
 ) -> tuple[str, uuid.UUID, list[tuple[str, dict[str, Any]]], list[tuple[str, dict[str, Any]]]]:
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
-    first = await send(stack, token, chat_id, "/sleep 1", strategy="reject")
+    first = await stack.respond(token, message(chat_id, "/sleep 1", strategy="reject"))
     assert first[-1][0] == "handoff"
     # The job has claimed its turn and its tool is running.
     await wait_for_row(database_url, "select 1 from job_runs where status = 'processing'")
-    steered = await send(stack, token, chat_id, STEER)
+    steered = await stack.respond(token, message(chat_id, STEER))
     return token, chat_id, first, steered
 
 
@@ -67,9 +59,7 @@ async def test_a_steered_message_is_seen_by_the_next_round_once(database_url: st
         )
         message = await wait_for_row(database_url, FINISHED_SQL)
         await stack.executor.wait_idle()
-        listed = await stack.http.get(
-            f"/api/chat/{chat_id}/history", headers={"Authorization": f"Bearer {token}"}
-        )
+        history = await stack.messages(token, chat_id)
 
     # AND the reply, the one reply of the turn, answers it after the tool's result
     assert message["content"].startswith("Let me use sleep for that.")
@@ -84,7 +74,6 @@ async def test_a_steered_message_is_seen_by_the_next_round_once(database_url: st
     assert thread[3].id == steered[0][1]["userMessageId"]
     assert isinstance(thread[4], AIMessage)
     # AND the history has it once, marked as joined to the reply
-    history = listed.json()["messages"]
     assert [m["content"] for m in history if m["role"] == "user"] == ["/sleep 1", STEER]
     assert [m["role"] for m in history] == ["user", "assistant", "user"]
     [row] = await fetch(database_url, "select metadata from message where content = %s", STEER)
@@ -116,10 +105,10 @@ async def test_a_steer_while_the_quick_path_streams_is_enqueued(database_url: st
     token = token_for(user_id)
     async with running_stack(database_url, scripted_token_delay_ms=25) as stack:
         first = asyncio.create_task(
-            send(stack, token, chat_id, "a first message that takes a while", "reject")
+            stack.respond(token, message(chat_id, "a first message that takes a while", "reject"))
         )
         await wait_for_row(database_url, "select 1 from message_draft")
-        second = await send(stack, token, chat_id, STEER)
+        second = await stack.respond(token, message(chat_id, STEER))
         await first
         # THEN it says so, and runs as a turn of its own once the first one ends
         assert second[0][1]["strategy"] == "enqueue"
@@ -135,8 +124,8 @@ async def test_a_steer_while_the_quick_path_streams_is_enqueued(database_url: st
 
 async def test_a_steer_into_an_idle_chat_is_an_ordinary_turn(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
-        events = await send(stack, token_for(user_id), chat_id, "hello")
+    async with in_process_app(database_url) as stack:
+        events = await stack.respond(token_for(user_id), message(chat_id, "hello"))
     # An ordinary turn: no strategy applied, answered on the quick path, one job that ended
     assert "strategy" not in events[0][1]
     name, done = events[-1]
@@ -160,11 +149,7 @@ async def test_a_steer_into_an_idle_chat_is_an_ordinary_turn(database_url: str) 
 async def test_a_steer_into_another_users_chat_is_404(database_url: str) -> None:
     _, chat_id = await create_user_with_chat(database_url)
     stranger, _ = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
-        response = await stack.http.post(
-            "/api/chat/respond",
-            json={"chatId": str(chat_id), "content": "hi", "multitaskStrategy": "steer"},
-            headers={"Authorization": f"Bearer {token_for(stranger)}"},
-        )
+    async with in_process_app(database_url) as stack:
+        response = await stack.respond_response(token_for(stranger), message(chat_id, "hi"))
     assert response.status_code == 404
     assert await fetch(database_url, "select * from message") == []

@@ -236,13 +236,10 @@ async def test_the_message_shows_tool_progress_from_handoff_to_the_end(database_
         await stack.executor.wait_idle()
         # AND once the job ends, both as completed, in the message and in the history
         [at_end] = await fetch(database_url, query, message_id)
-        history = await stack.http.get(
-            f"/api/chat/{chat_id}/history",
-            headers={"Authorization": f"Bearer {token_for(user_id)}"},
-        )
+        history = await stack.messages(token_for(user_id), chat_id)
     assert at_end["snapshot"]["status"] == "completed"
     assert {p["status"] for p in at_end["snapshot"]["progress"]} == {"completed"}
-    [reply] = [m for m in history.json()["messages"] if m["role"] == "assistant"]
+    [reply] = [m for m in history if m["role"] == "assistant"]
     assert reply["progress"] == at_end["snapshot"]["progress"]
 
 
@@ -325,10 +322,7 @@ async def test_a_tool_past_its_time_budget_is_stopped_and_answered(database_url:
         await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": content})
         await stack.executor.wait_idle(timeout=20)
         run = stack.handoff_run()
-        history = await stack.http.get(
-            f"/api/chat/{chat_id}/history",
-            headers={"Authorization": f"Bearer {token_for(user_id)}"},
-        )
+        history = await stack.messages(token_for(user_id), chat_id)
     # THEN the sleep was stopped on its first attempt, not retried, and the turn went on
     assert run.status == "completed", run.error
     sleep_id, calc_id = [m.tool_call_id for m in await tool_messages(database_url, chat_id)]
@@ -340,7 +334,7 @@ async def test_a_tool_past_its_time_budget_is_stopped_and_answered(database_url:
         ("success", "42"),
     ]
     # AND the user sees the sleep failed, and why
-    [reply] = [m for m in history.json()["messages"] if m["role"] == "assistant"]
+    [reply] = [m for m in history if m["role"] == "assistant"]
     assert reply["status"] == "completed"
     assert reply["progress"] == [
         {

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.api import ok
 from tests.support import (
     Stack,
     create_user_with_chat,
@@ -30,11 +31,6 @@ LATENCIES_S = [0.0, 0.05, 0.25]
 FINISHED_SQL = "select * from message where role = 'assistant' and status = 'completed'"
 # Far below every wait's timeout (30 minutes, 24 hours): a lost wake-up cannot pass.
 PROMPTLY_S = 20.0
-
-
-async def post(stack: Stack, token: str, path: str, body: Any = None) -> tuple[int, Any]:
-    response = await stack.http.post(path, json=body, headers={"Authorization": f"Bearer {token}"})
-    return response.status_code, response.json()
 
 
 async def start_turn(stack: Stack, database_url: str, content: str) -> tuple[str, uuid.UUID]:
@@ -63,20 +59,14 @@ async def test_a_resume_sent_as_soon_as_the_job_is_paused_wakes_it(
         stack.executor.call_delay_s = latency_s
         # GIVEN a background job asked to pause
         token, chat_id = await start_turn(stack, database_url, "/calc 1+1\n/then\n/calc 2+2")
-        status, _ = await post(stack, token, f"/api/chat/{chat_id}/pause")
-        assert status == 202
+        ok(await stack.pause(token, chat_id), 202)
         # WHEN the owner resumes it the first moment the route accepts a resume
         async with asyncio.timeout(20):
             while True:
-                status, body = await post(
-                    stack,
-                    token,
-                    f"/api/chat/{chat_id}/resume",
-                    {"instruction": "Answer in French."},
-                )
-                if status == 202:
+                response = await stack.resume(token, chat_id, instruction="Answer in French.")
+                if response.status_code == 202:
                     break
-                assert body["error"]["code"] == "not_paused"
+                assert response.json()["error"]["code"] == "not_paused"
         # THEN the turn completes at once, with the instruction in its later rounds
         message = await finished_promptly(database_url)
         await stack.executor.wait_idle()
@@ -101,10 +91,7 @@ async def test_an_answer_sent_as_soon_as_the_question_shows_wakes_the_job(
         )
         # WHEN the owner answers the moment the question shows
         question_id = waiting["metadata"]["pendingQuestion"]["questionId"]
-        status, _ = await post(
-            stack, token, f"/api/chat/{chat_id}/answers/{question_id}", {"answer": "Lisbon"}
-        )
-        assert status == 202
+        ok(await stack.answer(token, chat_id, question_id, answer="Lisbon"), 202)
         # THEN the model reads the answer, and the turn completes at once
         message = await finished_promptly(database_url)
         await stack.executor.wait_idle()
@@ -127,10 +114,7 @@ async def test_an_approval_sent_as_soon_as_the_call_shows_wakes_the_job(
         )
         # WHEN the owner approves the moment the call shows
         call_id = waiting["metadata"]["pendingApproval"]["toolCallId"]
-        status, _ = await post(
-            stack, token, f"/api/chat/{chat_id}/approvals/{call_id}", {"approved": True}
-        )
-        assert status == 202
+        ok(await stack.approve(token, chat_id, call_id, approved=True), 202)
         # THEN the tool runs, and the turn completes at once
         message = await finished_promptly(database_url)
         await stack.executor.wait_idle()
@@ -152,10 +136,7 @@ async def test_an_approval_whose_event_never_reached_inngest_is_acted_on(
         # decision and answers 202 all the same
         stack.executor.refuse_events(5)  # every try the SDK makes
         call_id = waiting["metadata"]["pendingApproval"]["toolCallId"]
-        status, _ = await post(
-            stack, token, f"/api/chat/{chat_id}/approvals/{call_id}", {"approved": True}
-        )
-        assert status == 202
+        ok(await stack.approve(token, chat_id, call_id, approved=True), 202)
         # THEN the job reads the decision when its wait ends, and the tool runs
         message = await finished_promptly(database_url)
         await stack.executor.wait_idle()
@@ -165,7 +146,7 @@ async def test_an_approval_whose_event_never_reached_inngest_is_acted_on(
 async def test_a_pause_past_its_time_ends_when_its_wait_does(database_url: str) -> None:
     async with running_stack(database_url) as stack:
         token, chat_id = await start_turn(stack, database_url, "/calc 1+1")
-        assert (await post(stack, token, f"/api/chat/{chat_id}/pause"))[0] == 202
+        ok(await stack.pause(token, chat_id), 202)
         await wait_for_row(database_url, "select 1 from job_runs where status = 'paused'")
         await stack.executor.wait_idle()
         # GIVEN a pause whose time has run out, as for a run that waited the whole

@@ -10,7 +10,6 @@ import httpx
 import pytest
 
 from tests.support import (
-    Api,
     create_user_with_chat,
     fetch,
     in_process_app,
@@ -25,11 +24,6 @@ def assert_error(response: httpx.Response, status: int, code: str) -> None:
     body = response.json()
     assert body["error"]["code"] == code
     assert "Traceback" not in response.text
-
-
-async def post(stack: Api, body: Any, token: str | None) -> httpx.Response:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    return await stack.http.post("/api/chat/respond", json=body, headers=headers)
 
 
 @pytest.mark.parametrize(
@@ -47,7 +41,9 @@ async def post(stack: Api, body: Any, token: str | None) -> httpx.Response:
 async def test_bad_tokens_get_401(database_url: str, make_token: Any) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     async with in_process_app(database_url) as stack:
-        response = await post(stack, {"chatId": str(chat_id), "content": "hi"}, make_token(user_id))
+        response = await stack.respond_response(
+            make_token(user_id), {"chatId": str(chat_id), "content": "hi"}
+        )
     assert_error(response, 401, "unauthorized")
     assert response.headers["www-authenticate"] == "Bearer"
     assert await fetch(database_url, "select * from message") == []
@@ -57,11 +53,11 @@ async def test_posting_into_another_users_chat_is_404_and_writes_nothing(databas
     _, victim_chat = await create_user_with_chat(database_url)
     intruder, _ = await create_user_with_chat(database_url)
     async with in_process_app(database_url) as stack:
-        theirs = await post(
-            stack, {"chatId": str(victim_chat), "content": "hi"}, token_for(intruder)
+        theirs = await stack.respond_response(
+            token_for(intruder), {"chatId": str(victim_chat), "content": "hi"}
         )
-        missing = await post(
-            stack, {"chatId": str(uuid.uuid4()), "content": "hi"}, token_for(intruder)
+        missing = await stack.respond_response(
+            token_for(intruder), {"chatId": str(uuid.uuid4()), "content": "hi"}
         )
     # The same answer for "not yours" and "does not exist": no existence leak.
     assert_error(theirs, 404, "chat_not_found")
@@ -90,7 +86,7 @@ async def test_invalid_input_gets_a_clear_json_error(
     if body.get("chatId") == "CHAT":
         body = {**body, "chatId": str(chat_id)}
     async with in_process_app(database_url) as stack:
-        response = await post(stack, body, token_for(user_id))
+        response = await stack.respond_response(token_for(user_id), body)
     assert_error(response, status, code)
     assert await fetch(database_url, "select * from message") == []
 
@@ -101,7 +97,7 @@ async def test_a_second_message_while_a_job_runs_is_409(database_url: str) -> No
     async with running_stack(database_url) as stack:
         first = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1"})
         assert first[-1][0] == "handoff"
-        second = await post(stack, {"chatId": str(chat_id), "content": "hello?"}, token)
+        second = await stack.respond_response(token, {"chatId": str(chat_id), "content": "hello?"})
         assert_error(second, 409, "job_in_progress")
         # Another assistant in the same chat is not blocked.
         other = await stack.respond(
@@ -118,7 +114,7 @@ async def test_resending_the_same_user_message_id_does_not_double_it(database_ur
     body = {"chatId": str(chat_id), "content": "hi", "userMessageId": str(uuid.uuid4())}
     async with in_process_app(database_url) as stack:
         first = await stack.respond(token_for(user_id), body)
-        response = await post(stack, body, token_for(user_id))
+        response = await stack.respond_response(token_for(user_id), body)
     assert_error(response, 409, "duplicate_message")
     # The first send stands as it was: one message, one reply, and the repeat changed neither.
     metadata, done = first[0][1], first[-1][1]

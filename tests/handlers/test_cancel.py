@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 from langchain_core.messages import AIMessage, ToolMessage
 
+from tests.api import ok
 from tests.support import (
-    Stack,
     create_user_with_chat,
     durable_messages,
     fetch,
+    in_process_app,
     running_stack,
     token_for,
     wait_for_row,
 )
-
-
-async def cancel(stack: Stack, token: str, chat_id: uuid.UUID, **body: Any) -> tuple[int, Any]:
-    response = await stack.http.post(
-        f"/api/chat/{chat_id}/cancel",
-        json=body or None,
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    return response.status_code, response.json()
 
 
 async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
@@ -40,11 +29,13 @@ async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
         await wait_for_row(database_url, "select 1 from job_runs where status = 'processing'")
 
         # WHEN the user cancels while the tool runs
-        status, body = await cancel(stack, token, chat_id)
+        response = await stack.cancel(token, chat_id)
 
         # THEN it is accepted at once and the message and job are settled before the run ends
-        assert status == 202
-        assert body == {"canceled": True, "assistantMessageId": events[-1][1]["assistantMessageId"]}
+        assert ok(response, 202) == {
+            "canceled": True,
+            "assistantMessageId": events[-1][1]["assistantMessageId"],
+        }
         [message] = await fetch(database_url, "select * from message where role = 'assistant'")
         assert message["status"] == "canceled"
         assert message["content"] == shown
@@ -74,8 +65,7 @@ async def test_cancel_while_the_answer_streams_keeps_the_partial_draft(database_
         )
 
         # WHEN the user cancels half-way through the answer
-        status, body = await cancel(stack, token, chat_id)
-        assert (status, body["canceled"]) == (202, True)
+        assert ok(await stack.cancel(token, chat_id), 202)["canceled"] is True
         await stack.executor.wait_idle()
 
     # THEN the message keeps a partial answer, which no later draft write replaced
@@ -97,7 +87,7 @@ async def test_a_new_turn_runs_after_a_cancel(database_url: str) -> None:
     token = token_for(user_id)
     async with running_stack(database_url) as stack:
         await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1"})
-        assert (await cancel(stack, token, chat_id))[0] == 202
+        assert (await stack.cancel(token, chat_id)).status_code == 202
         events = await stack.respond(token, {"chatId": str(chat_id), "content": "hello again"})
         await stack.executor.wait_idle()
     assert events[-1][0] == "done"
@@ -107,11 +97,11 @@ async def test_a_new_turn_runs_after_a_cancel(database_url: str) -> None:
 async def test_canceling_an_idle_chat_is_harmless(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         await stack.respond(token, {"chatId": str(chat_id), "content": "hi"})
-        idle = (202, {"canceled": False, "assistantMessageId": None})
-        assert await cancel(stack, token, chat_id) == idle
-        assert await cancel(stack, token, chat_id, assistantId="other") == idle
+        idle = {"canceled": False, "assistantMessageId": None}
+        assert ok(await stack.cancel(token, chat_id), 202) == idle
+        assert ok(await stack.cancel(token, chat_id, assistantId="other"), 202) == idle
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
     assert message["status"] == "completed"
 
@@ -121,13 +111,12 @@ async def test_only_the_owner_can_cancel(database_url: str) -> None:
     stranger, _ = await create_user_with_chat(database_url)
     async with running_stack(database_url) as stack:
         await stack.respond(token_for(owner), {"chatId": str(chat_id), "content": "/sleep 0.5"})
-        status, body = await cancel(stack, token_for(stranger), chat_id)
-        assert status == 404
+        body = ok(await stack.cancel(token_for(stranger), chat_id), 404)
         assert body["error"]["code"] == "chat_not_found"
-        unauthenticated = await stack.http.post(f"/api/chat/{chat_id}/cancel")
+        unauthenticated = await stack.cancel(None, chat_id)
         assert unauthenticated.status_code == 401
-        bad = await cancel(stack, token_for(owner), chat_id, assistantId="no:colons")
-        assert bad[0] == 422
+        bad = await stack.cancel(token_for(owner), chat_id, assistantId="no:colons")
+        assert bad.status_code == 422
         await stack.executor.wait_idle()
     [job] = await fetch(database_url, "select status from job_runs")
     assert job["status"] == "completed"

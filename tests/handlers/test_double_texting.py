@@ -8,45 +8,36 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
 
+import httpx
 import psycopg
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from agent.graph import UNANSWERED_CALL_TEXT
+from tests.api import sse
 from tests.support import (
-    Stack,
+    Api,
     create_user_with_chat,
     durable_messages,
     fetch,
-    parse_sse,
+    in_process_app,
     running_stack,
     token_for,
     wait_for_row,
 )
 
-Reply = tuple[int, list[tuple[str, dict[str, Any]]] | dict[str, Any]]
 # Slow enough that the first turn still streams when the second request arrives.
 SLOW_TOKENS_MS = 25
 
 
-async def send(stack: Stack, token: str, chat_id: uuid.UUID, content: str, strategy: str) -> Reply:
-    body = {"chatId": str(chat_id), "content": content, "multitaskStrategy": strategy}
-    async with stack.http.stream(
-        "POST", "/api/chat/respond", json=body, headers={"Authorization": f"Bearer {token}"}
-    ) as response:
-        raw = await response.aread()
-    if response.status_code != 200:
-        return response.status_code, response.json()
-    return 200, parse_sse(raw)
+def turn(chat_id: uuid.UUID, content: str, strategy: str) -> dict[str, str]:
+    return {"chatId": str(chat_id), "content": content, "multitaskStrategy": strategy}
 
 
-def ending(reply: Reply) -> str:
-    status, body = reply
-    if status != 200:
-        return str(status)
-    assert isinstance(body, list)
-    name, data = body[-1]
+def ending(reply: httpx.Response) -> str:
+    if reply.status_code != 200:
+        return str(reply.status_code)
+    name, data = sse(reply)[-1]
     return f"{name}:{data.get('code', data.get('status'))}"
 
 
@@ -54,23 +45,28 @@ def said(history: list[BaseMessage]) -> list[str]:
     return [str(m.content) for m in history if isinstance(m, HumanMessage)]
 
 
-async def race(stack: Stack, token: str, chat_id: uuid.UUID, strategy: str) -> tuple[Reply, Reply]:
+async def race(
+    stack: Api, token: str, chat_id: uuid.UUID, strategy: str
+) -> tuple[httpx.Response, httpx.Response]:
     first = asyncio.create_task(
-        send(stack, token, chat_id, "the first message, which takes a while", strategy)
+        stack.respond_response(
+            token, turn(chat_id, "the first message, which takes a while", strategy)
+        )
     )
     await asyncio.sleep(0)  # the first request goes out first, the second right behind it
-    second = asyncio.create_task(send(stack, token, chat_id, "the second message", strategy))
+    second = asyncio.create_task(
+        stack.respond_response(token, turn(chat_id, "the second message", strategy))
+    )
     return await first, await second
 
 
 async def test_reject_race_one_answer_and_one_409(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url, scripted_token_delay_ms=SLOW_TOKENS_MS) as stack:
+    async with in_process_app(database_url, scripted_token_delay_ms=SLOW_TOKENS_MS) as stack:
         replies = await race(stack, token_for(user_id), chat_id, "reject")
     assert sorted(ending(r) for r in replies) == ["409", "done:completed"]
-    rejected = next(r for r in replies if r[0] == 409)
-    assert isinstance(rejected[1], dict)
-    assert rejected[1]["error"]["code"] == "job_in_progress"
+    rejected = next(r for r in replies if r.status_code == 409)
+    assert rejected.json()["error"]["code"] == "job_in_progress"
     # The rejected message was not stored: the client still has it to send again.
     users = await fetch(database_url, "select content from message where role = 'user'")
     assert len(users) == 1
@@ -81,16 +77,14 @@ async def test_interrupt_race_the_later_message_wins_and_turns_never_mix(
     database_url: str,
 ) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url, scripted_token_delay_ms=SLOW_TOKENS_MS) as stack:
+    async with in_process_app(database_url, scripted_token_delay_ms=SLOW_TOKENS_MS) as stack:
         first, second = await race(stack, token_for(user_id), chat_id, "interrupt")
     # Whichever took the slot last answers; the other stops where it was.
     assert sorted([ending(first), ending(second)]) == ["done:completed", "error:interrupted"]
     winner, loser = (first, second) if ending(first) == "done:completed" else (second, first)
-    assert isinstance(winner[1], list)
-    assert isinstance(loser[1], list)
-    winner_id = winner[1][0][1]["assistantMessageId"]
-    loser_id = loser[1][0][1]["assistantMessageId"]
-    shown = "".join(d["text"] for n, d in loser[1] if n == "token")
+    winner_id = sse(winner)[0][1]["assistantMessageId"]
+    loser_id = sse(loser)[0][1]["assistantMessageId"]
+    shown = "".join(d["text"] for n, d in sse(loser) if n == "token")
     [stopped] = await fetch(database_url, "select * from message where id = %s", loser_id)
     assert (stopped["status"], stopped["content"]) == ("canceled", shown)
     [answered] = await fetch(database_url, "select * from message where id = %s", winner_id)
@@ -110,11 +104,11 @@ async def test_interrupt_stops_a_background_job_and_answers_its_open_calls(
     token = token_for(user_id)
     async with running_stack(database_url) as stack:
         # GIVEN a tool turn running in the background
-        started = await send(stack, token, chat_id, "/sleep 1.5", "reject")
+        started = await stack.respond_response(token, turn(chat_id, "/sleep 1.5", "reject"))
         assert ending(started) == "handoff:queued"
         await wait_for_row(database_url, "select 1 from job_runs where status = 'processing'")
         # WHEN the user sends another message with `interrupt`
-        reply = await send(stack, token, chat_id, "never mind", "interrupt")
+        reply = await stack.respond_response(token, turn(chat_id, "never mind", "interrupt"))
         await stack.executor.wait_idle()
         run = stack.handoff_run()
     # THEN the new message is answered, the background job stopped before its next round
@@ -155,8 +149,7 @@ async def test_enqueue_race_both_turns_run_one_after_the_other(database_url: str
     history = await durable_messages(database_url, chat_id)
     assert [type(m) for m in history] == [HumanMessage, AIMessage, HumanMessage, AIMessage]
     waited = first if ending(first) == "handoff:queued" else second
-    assert isinstance(waited[1], list)
-    waited_id = uuid.UUID(waited[1][0][1]["assistantMessageId"])
+    waited_id = uuid.UUID(sse(waited)[0][1]["assistantMessageId"])
     [queued_reply] = [r for r in replies if r["id"] == waited_id]
     assert history[3].content == queued_reply["content"]
     assert queued_reply["metadata"]["checkpointId"] is not None
@@ -166,8 +159,11 @@ async def test_enqueue_behind_a_background_job_runs_when_it_finishes(database_ur
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
     async with running_stack(database_url) as stack:
-        assert ending(await send(stack, token, chat_id, "/calc 6*7", "reject")) == "handoff:queued"
-        queued = await send(stack, token, chat_id, "/calc 1+1", "enqueue")
+        assert (
+            ending(await stack.respond_response(token, turn(chat_id, "/calc 6*7", "reject")))
+            == "handoff:queued"
+        )
+        queued = await stack.respond_response(token, turn(chat_id, "/calc 1+1", "enqueue"))
         assert ending(queued) == "handoff:queued"
         await wait_for_row(
             database_url, "select 1 from job_runs where kind = 'turn' and status = 'completed'"
@@ -195,7 +191,9 @@ async def test_a_turn_waiting_behind_a_dead_quick_path_runs_after_the_relay_swee
                 " %s, 'gone', '{}', now() - interval '30 seconds')",
                 (chat_id, str(uuid.uuid4())),
             )
-        queued = await send(stack, token_for(user_id), chat_id, "are you there?", "enqueue")
+        queued = await stack.respond_response(
+            token_for(user_id), turn(chat_id, "are you there?", "enqueue")
+        )
         assert ending(queued) == "handoff:queued"
 
         # WHEN the lease has run out and the outbox relay makes its round

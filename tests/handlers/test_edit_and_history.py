@@ -14,26 +14,17 @@ from infra.db import connect
 from infra.store.drafts import DraftWriter
 from infra.store.ids import ChatId, MessageId
 from tests.support import (
-    Stack,
+    Api,
     create_user_with_chat,
     durable_messages,
+    in_process_app,
     running_stack,
     token_for,
     wait_for_row,
 )
 
 
-async def history(stack: Stack, token: str, chat_id: uuid.UUID, **params: str) -> Any:
-    response = await stack.http.get(
-        f"/api/chat/{chat_id}/history",
-        params=params,
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    assert response.status_code == 200, response.text
-    return response.json()["messages"]
-
-
-async def say(stack: Stack, token: str, chat_id: uuid.UUID, content: str, **extra: Any) -> str:
+async def say(stack: Api, token: str, chat_id: uuid.UUID, content: str, **extra: Any) -> str:
     """One turn; returns the id of the user's message."""
     events = await stack.respond(token, {"chatId": str(chat_id), "content": content, **extra})
     assert events[-1][0] in ("done", "handoff"), events
@@ -68,15 +59,15 @@ async def test_an_edit_forks_the_thread_and_the_old_branch_stays_readable(
         # GIVEN a conversation of two turns
         await say(stack, token, chat_id, "first question")
         second = await say(stack, token, chat_id, "second question")
-        old = await history(stack, token, chat_id)
+        old = await stack.messages(token, chat_id)
         old_head = old[-1]["checkpointId"]
 
         # WHEN the user edits the second question
         edited = await say(stack, token, chat_id, "second, edited", editOf=second)
         # AND goes on talking
         await say(stack, token, chat_id, "third question")
-        after = await history(stack, token, chat_id, all="true")
-        active = await history(stack, token, chat_id)
+        after = await stack.messages(token, chat_id, all="true")
+        active = await stack.messages(token, chat_id)
         await stack.executor.wait_idle()
 
     # THEN the thread continues from the edit, without the replaced turn
@@ -107,7 +98,7 @@ async def test_an_edit_forks_the_thread_and_the_old_branch_stays_readable(
 async def test_editing_the_first_message_starts_the_thread_again(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         first = await say(stack, token, chat_id, "hello there")
         await say(stack, token, chat_id, "and more")
         await say(stack, token, chat_id, "hi, edited", editOf=first)
@@ -122,7 +113,7 @@ async def test_an_edit_of_a_tool_turn_hands_off_on_the_new_branch(database_url: 
         await stack.executor.wait_idle()
         await say(stack, token, chat_id, "/calc 6*8", editOf=asked)
         await stack.executor.wait_idle()
-        messages = await history(stack, token, chat_id, all="true")
+        messages = await stack.messages(token, chat_id, all="true")
     live_reply = next(m for m in messages if m["role"] == "assistant" and not m["stale"])
     assert live_reply["status"] == "completed"
     assert "calc returned 48." in live_reply["content"]
@@ -136,32 +127,25 @@ async def test_an_edit_of_a_tool_turn_hands_off_on_the_new_branch(database_url: 
 async def test_only_the_owner_edits_or_reads_the_history(database_url: str) -> None:
     owner, chat_id = await create_user_with_chat(database_url)
     stranger, stranger_chat = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         mine = await say(stack, token_for(owner), chat_id, "private words")
-        response = await stack.http.get(
-            f"/api/chat/{chat_id}/history",
-            headers={"Authorization": f"Bearer {token_for(stranger)}"},
-        )
+        response = await stack.history_response(token_for(stranger), chat_id)
         assert (response.status_code, response.json()["error"]["code"]) == (404, "chat_not_found")
         assert "private words" not in response.text
         # Another user's message id cannot be edited from the stranger's own chat.
-        edit = await stack.http.post(
-            "/api/chat/respond",
-            json={"chatId": str(stranger_chat), "content": "x", "editOf": mine},
-            headers={"Authorization": f"Bearer {token_for(stranger)}"},
+        edit = await stack.respond_response(
+            token_for(stranger), {"chatId": str(stranger_chat), "content": "x", "editOf": mine}
         )
         assert (edit.status_code, edit.json()["error"]["code"]) == (404, "message_not_found")
         # An assistant message is not a message the user can edit.
         reply = next(
-            m for m in await history(stack, token_for(owner), chat_id) if m["role"] == "assistant"
+            m for m in await stack.messages(token_for(owner), chat_id) if m["role"] == "assistant"
         )
-        edit = await stack.http.post(
-            "/api/chat/respond",
-            json={"chatId": str(chat_id), "content": "x", "editOf": reply["id"]},
-            headers={"Authorization": f"Bearer {token_for(owner)}"},
+        edit = await stack.respond_response(
+            token_for(owner), {"chatId": str(chat_id), "content": "x", "editOf": reply["id"]}
         )
         assert edit.status_code == 404
-        unauthenticated = await stack.http.get(f"/api/chat/{chat_id}/history")
+        unauthenticated = await stack.history_response(None, chat_id)
         assert unauthenticated.status_code == 401
 
 
@@ -185,12 +169,12 @@ async def test_a_reply_in_the_background_comes_with_its_latest_draft(database_ur
         await writer.append("Let me use sleep for that.\n\nHere is")
         await writer.flush()
         # WHEN the page loads the history, THEN the reply carries the draft
-        [_, running] = await history(stack, token, chat_id)
+        [_, running] = await stack.messages(token, chat_id)
         assert running["status"] == "streaming"
         assert running["draft"]["content"] == "Let me use sleep for that.\n\nHere is"
         # AND once the reply ended, no draft: its content is the answer
         await stack.executor.wait_idle()
-        [_, done] = await history(stack, token, chat_id)
+        [_, done] = await stack.messages(token, chat_id)
     assert done["status"] == "completed"
     assert done["draft"] is None
 
@@ -202,7 +186,7 @@ async def test_a_reply_comes_with_its_token_usage(database_url: str) -> None:
         await say(stack, token, chat_id, "Hello")
         await say(stack, token, chat_id, "/calc 6*7")
         await stack.executor.wait_idle()
-        [question, quick, _, handed_off] = await history(stack, token, chat_id)
+        [question, quick, _, handed_off] = await stack.messages(token, chat_id)
     # Each model call of the turn, and their sum: one on the quick path, two with a tool.
     assert question["usage"] is None
     assert len(quick["usage"]["rounds"]) == 1

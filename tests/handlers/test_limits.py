@@ -13,13 +13,13 @@ from typing import Any
 
 import httpx
 
+from tests.api import ok
 from tests.security.server_log import describe, logged_exceptions
 from tests.support import (
-    Stack,
     create_user_with_chat,
     execute,
     fetch,
-    parse_sse,
+    in_process_app,
     running_stack,
     token_for,
     wait_for_row,
@@ -47,31 +47,8 @@ async def add_chat(database_url: str, user_id: uuid.UUID) -> uuid.UUID:
     return chat_id
 
 
-async def send(
-    stack: Stack, token: str, chat_id: uuid.UUID, content: str, **extra: Any
-) -> tuple[int, httpx.Headers, Any]:
-    """POST /api/chat/respond: the status, headers and the JSON error or the SSE events."""
-    body = {"chatId": str(chat_id), "content": content, **extra}
-    async with stack.http.stream(
-        "POST", "/api/chat/respond", json=body, headers={"Authorization": f"Bearer {token}"}
-    ) as response:
-        raw = await response.aread()
-    if response.status_code == 200:
-        return 200, response.headers, parse_sse(raw)
-    return response.status_code, response.headers, response.json()
-
-
-async def new_chat(stack: Stack, token: str) -> httpx.Response:
-    return await stack.http.post(
-        "/api/chats", json={"title": "t"}, headers={"Authorization": f"Bearer {token}"}
-    )
-
-
-async def cancel(stack: Stack, token: str, chat_id: uuid.UUID) -> None:
-    response = await stack.http.post(
-        f"/api/chat/{chat_id}/cancel", headers={"Authorization": f"Bearer {token}"}
-    )
-    assert response.status_code == 202, response.text
+def message(chat_id: uuid.UUID, content: str, **extra: Any) -> dict[str, Any]:
+    return {"chatId": str(chat_id), "content": content, **extra}
 
 
 # Time passes for the limits: the user's oldest counted turn or chat becomes %s seconds old.
@@ -100,13 +77,13 @@ async def stored(database_url: str) -> dict[str, int]:
     return dict(row)
 
 
-def assert_limited(status: int, headers: httpx.Headers, body: Any, code: str) -> int:
+def assert_limited(response: httpx.Response, code: str) -> int:
     """The 429 of a limit; its Retry-After in seconds."""
-    assert status == 429, body
-    assert headers["content-type"] == "application/json"
+    body = ok(response, 429)
+    assert response.headers["content-type"] == "application/json"
     assert set(body) == {"error"}
     assert body["error"]["code"] == code
-    retry_after = int(headers["retry-after"])
+    retry_after = int(response.headers["retry-after"])
     assert retry_after >= 1
     return retry_after
 
@@ -120,37 +97,37 @@ async def test_active_turns_past_the_limit_get_429_until_one_ends(database_url: 
     async with running_stack(database_url, **settings) as stack:
         # GIVEN two turns of the user that have not ended: one waits for an approval in the
         # background, one is enqueued behind it
-        status, _, events = await send(stack, token, first, EMAIL)
-        assert (status, events[-1][0]) == (200, "handoff")
+        events = await stack.respond(token, message(first, EMAIL))
+        assert events[-1][0] == "handoff"
         await wait_for_row(database_url, AWAITING_SQL, first)
-        status, _, events = await send(stack, token, first, "and then", multitaskStrategy="enqueue")
-        assert (status, events[-1][1]["status"]) == (200, "queued")
+        events = await stack.respond(token, message(first, "and then", multitaskStrategy="enqueue"))
+        assert events[-1][1]["status"] == "queued"
         before = await stored(database_url)
 
         # WHEN the user starts a third turn, in another chat
         with logged_exceptions() as exceptions:
-            status, headers, body = await send(stack, token, second, "hello")
+            response = await stack.respond_response(token, message(second, "hello"))
 
         # THEN it is refused with a Retry-After, and nothing of it is stored
-        assert assert_limited(status, headers, body, "too_many_active_turns") == 5
+        assert assert_limited(response, "too_many_active_turns") == 5
         assert exceptions == [], describe(exceptions)
         assert await stored(database_url) == before
         # AND another user is not held back by it
-        status, _, events = await send(stack, token_for(other_user), other_chat, "hello")
-        assert (status, events[-1][0]) == (200, "done")
+        events = await stack.respond(token_for(other_user), message(other_chat, "hello"))
+        assert events[-1][0] == "done"
 
         # WHEN a message interrupts the job that waits: it takes that job's place, so it passes
-        status, _, events = await send(
-            stack, token, first, "never mind", multitaskStrategy="interrupt"
+        events = await stack.respond(
+            token, message(first, "never mind", multitaskStrategy="interrupt")
         )
-        assert (status, events[-1][0]) == (200, "done")
+        assert events[-1][0] == "done"
         # (the enqueued turn now runs in the background, and ends)
         await stack.executor.wait_idle()
 
         # THEN, with the user's turns ended, new ones pass again
         for chat in (second, third):
-            status, _, events = await send(stack, token, chat, "hello again")
-            assert (status, events[-1][0]) == (200, "done")
+            events = await stack.respond(token, message(chat, "hello again"))
+            assert events[-1][0] == "done"
 
 
 async def test_a_canceled_turn_no_longer_counts(database_url: str) -> None:
@@ -158,13 +135,13 @@ async def test_a_canceled_turn_no_longer_counts(database_url: str) -> None:
     second = await add_chat(database_url, user_id)
     token = token_for(user_id)
     async with running_stack(database_url, **{**ROOMY, "max_active_turns_per_user": 1}) as stack:
-        assert (await send(stack, token, first, EMAIL))[0] == 200
+        await stack.respond(token, message(first, EMAIL))
         await wait_for_row(database_url, AWAITING_SQL, first)
-        status, headers, body = await send(stack, token, second, "hello")
-        assert_limited(status, headers, body, "too_many_active_turns")
-        await cancel(stack, token, first)
-        status, _, events = await send(stack, token, second, "hello")
-        assert (status, events[-1][0]) == (200, "done")
+        response = await stack.respond_response(token, message(second, "hello"))
+        assert_limited(response, "too_many_active_turns")
+        assert ok(await stack.cancel(token, first), 202)["canceled"] is True
+        events = await stack.respond(token, message(second, "hello"))
+        assert events[-1][0] == "done"
         await stack.executor.wait_idle()
 
 
@@ -177,19 +154,21 @@ async def test_turns_sent_together_cannot_overshoot_the_active_limit(database_ur
         database_url, **{**ROOMY, "max_active_turns_per_user": limit}
     ) as stack:
         # WHEN twice the limit of turns that stay active are sent at once, one per chat
-        replies = await asyncio.gather(*(send(stack, token, chat, EMAIL) for chat in chats))
-        statuses = sorted(status for status, _, _ in replies)
+        replies = await asyncio.gather(
+            *(stack.respond_response(token, message(chat, EMAIL)) for chat in chats)
+        )
+        statuses = sorted(r.status_code for r in replies)
         # THEN exactly the limit pass
         assert statuses == [200] * limit + [429] * limit
-        for status, headers, body in replies:
-            if status == 429:
-                assert_limited(status, headers, body, "too_many_active_turns")
+        for reply in replies:
+            if reply.status_code == 429:
+                assert_limited(reply, "too_many_active_turns")
         assert len(await fetch(database_url, "select 1 from message where role = 'user'")) == limit
         assert len(await fetch(database_url, "select 1 from job_runs")) == limit
-        for chat, (status, _, _) in zip(chats, replies, strict=True):
-            if status == 200:
+        for chat, reply in zip(chats, replies, strict=True):
+            if reply.status_code == 200:
                 await wait_for_row(database_url, AWAITING_SQL, chat)
-                await cancel(stack, token, chat)
+                assert ok(await stack.cancel(token, chat), 202)["canceled"] is True
         await stack.executor.wait_idle()
 
 
@@ -199,39 +178,39 @@ async def test_turns_per_minute_past_the_limit_get_429_until_the_oldest_leaves_t
     user_id, chat_id = await create_user_with_chat(database_url)
     other_user, other_chat = await create_user_with_chat(database_url)
     token = token_for(user_id)
-    async with running_stack(database_url, **{**ROOMY, "max_turns_per_minute": 3}) as stack:
+    async with in_process_app(database_url, **{**ROOMY, "max_turns_per_minute": 3}) as stack:
         # GIVEN three turns in the last minute
         for n in range(3):
-            status, _, events = await send(stack, token, chat_id, f"message {n}")
-            assert (status, events[-1][0]) == (200, "done")
+            events = await stack.respond(token, message(chat_id, f"message {n}"))
+            assert events[-1][0] == "done"
         before = await stored(database_url)
 
         # WHEN the user sends a fourth
-        status, headers, body = await send(stack, token, chat_id, "one more")
+        response = await stack.respond_response(token, message(chat_id, "one more"))
 
         # THEN it is refused until the first leaves the minute, and nothing is stored
-        retry_after = assert_limited(status, headers, body, "too_many_turns")
+        retry_after = assert_limited(response, "too_many_turns")
         assert 55 <= retry_after <= 60
-        assert f"Try again in {retry_after} seconds." in body["error"]["message"]
+        assert f"Try again in {retry_after} seconds." in response.json()["error"]["message"]
         assert await stored(database_url) == before
         # AND another user is not held back by it
-        status, _, events = await send(stack, token_for(other_user), other_chat, "hello")
-        assert (status, events[-1][0]) == (200, "done")
+        events = await stack.respond(token_for(other_user), message(other_chat, "hello"))
+        assert events[-1][0] == "done"
 
         # WHEN the first turn is 50 s old, the wait left is about 10 s
         await age(database_url, user_id, "turns", oldest_by=50)
-        status, headers, body = await send(stack, token, chat_id, "one more")
-        assert 9 <= assert_limited(status, headers, body, "too_many_turns") <= 11
+        response = await stack.respond_response(token, message(chat_id, "one more"))
+        assert 9 <= assert_limited(response, "too_many_turns") <= 11
         # AND once it is older than a minute, one more turn fits, and only one
         await age(database_url, user_id, "turns", oldest_by=61)
-        status, _, events = await send(stack, token, chat_id, "one more")
-        assert (status, events[-1][0]) == (200, "done")
-        status, headers, body = await send(stack, token, chat_id, "and another")
-        assert_limited(status, headers, body, "too_many_turns")
+        events = await stack.respond(token, message(chat_id, "one more"))
+        assert events[-1][0] == "done"
+        response = await stack.respond_response(token, message(chat_id, "and another"))
+        assert_limited(response, "too_many_turns")
         # AND deleting their messages (which the Data API lets a user do) makes no room
         await execute(database_url, "delete from message where chat_id = %s", chat_id)
-        status, headers, body = await send(stack, token, chat_id, "and another")
-        assert_limited(status, headers, body, "too_many_turns")
+        response = await stack.respond_response(token, message(chat_id, "and another"))
+        assert_limited(response, "too_many_turns")
 
 
 async def test_turns_sent_together_cannot_overshoot_the_per_minute_limit(
@@ -241,13 +220,15 @@ async def test_turns_sent_together_cannot_overshoot_the_per_minute_limit(
     chats = [first] + [await add_chat(database_url, user_id) for _ in range(7)]
     token = token_for(user_id)
     limit = 4
-    async with running_stack(database_url, **{**ROOMY, "max_turns_per_minute": limit}) as stack:
-        replies = await asyncio.gather(*(send(stack, token, chat, "hello") for chat in chats))
-    statuses = sorted(status for status, _, _ in replies)
+    async with in_process_app(database_url, **{**ROOMY, "max_turns_per_minute": limit}) as stack:
+        replies = await asyncio.gather(
+            *(stack.respond_response(token, message(chat, "hello")) for chat in chats)
+        )
+    statuses = sorted(r.status_code for r in replies)
     assert statuses == [200] * limit + [429] * limit
-    for status, headers, body in replies:
-        if status == 429:
-            assert_limited(status, headers, body, "too_many_turns")
+    for reply in replies:
+        if reply.status_code == 429:
+            assert_limited(reply, "too_many_turns")
     assert len(await fetch(database_url, "select 1 from message where role = 'user'")) == limit
     assert len(await fetch(database_url, "select 1 from job_runs")) == limit
 
@@ -258,29 +239,27 @@ async def test_chats_per_minute_past_the_limit_get_429_and_create_nothing(
     user_id, _ = await create_user_with_chat(database_url)
     other_user, _ = await create_user_with_chat(database_url)
     token = token_for(user_id)
-    async with running_stack(database_url, **{**ROOMY, "max_chats_per_minute": 2}) as stack:
+    async with in_process_app(database_url, **{**ROOMY, "max_chats_per_minute": 2}) as stack:
         # GIVEN two chats created in the last minute
         for _ in range(2):
-            assert (await new_chat(stack, token)).status_code == 201
+            assert (await stack.create_chat(token, title="t")).status_code == 201
         before = await stored(database_url)
 
         # WHEN the user creates one more
-        response = await new_chat(stack, token)
+        response = await stack.create_chat(token, title="t")
 
         # THEN it is refused, and no chat is created
-        retry_after = assert_limited(
-            response.status_code, response.headers, response.json(), "too_many_chats"
-        )
+        retry_after = assert_limited(response, "too_many_chats")
         assert 55 <= retry_after <= 60
         assert await stored(database_url) == before
         # AND another user is not held back by it
-        assert (await new_chat(stack, token_for(other_user))).status_code == 201
+        assert (await stack.create_chat(token_for(other_user), title="t")).status_code == 201
 
         # WHEN the first is more than a minute old, one more chat can be created
         await age(database_url, user_id, "chats", oldest_by=61)
-        assert (await new_chat(stack, token)).status_code == 201
-        response = await new_chat(stack, token)
-        assert_limited(response.status_code, response.headers, response.json(), "too_many_chats")
+        assert (await stack.create_chat(token, title="t")).status_code == 201
+        response = await stack.create_chat(token, title="t")
+        assert_limited(response, "too_many_chats")
 
 
 async def test_chats_created_together_cannot_overshoot_the_limit(database_url: str) -> None:
@@ -288,8 +267,10 @@ async def test_chats_created_together_cannot_overshoot_the_limit(database_url: s
     await execute(database_url, "insert into auth.users (id) values (%s)", user_id)
     token = token_for(user_id)
     limit = 4
-    async with running_stack(database_url, **{**ROOMY, "max_chats_per_minute": limit}) as stack:
-        responses = await asyncio.gather(*(new_chat(stack, token) for _ in range(2 * limit)))
+    async with in_process_app(database_url, **{**ROOMY, "max_chats_per_minute": limit}) as stack:
+        responses = await asyncio.gather(
+            *(stack.create_chat(token, title="t") for _ in range(2 * limit))
+        )
     statuses = sorted(r.status_code for r in responses)
     assert statuses == [201] * limit + [429] * limit
     assert len(await fetch(database_url, "select 1 from chat")) == limit
@@ -319,8 +300,8 @@ async def test_the_daily_token_budget_refuses_new_turns_until_midnight_utc(
         sent = 0
         while (await fetch(database_url, TODAY_SQL, user_id))[0]["tokens"] < budget:
             content = "/calc 6*7" if sent % 2 else f"hello number {sent}"
-            status, _, events = await send(stack, token, chat_id, content)
-            assert (status, events[-1][0]) == (200, "handoff" if sent % 2 else "done")
+            events = await stack.respond(token, message(chat_id, content))
+            assert events[-1][0] == ("handoff" if sent % 2 else "done")
             await stack.executor.wait_idle()
             sent += 1
             assert sent < 20
@@ -330,30 +311,29 @@ async def test_the_daily_token_budget_refuses_new_turns_until_midnight_utc(
 
         # WHEN they have reached it and start another turn, in any of their chats
         with logged_exceptions() as exceptions:
-            status, headers, body = await send(stack, token, second_chat, "one more")
+            response = await stack.respond_response(token, message(second_chat, "one more"))
 
         # THEN it is refused until midnight UTC, in plain words, and nothing of it is stored
-        retry_after = assert_limited(status, headers, body, "token_budget_spent")
+        retry_after = assert_limited(response, "token_budget_spent")
         assert abs(retry_after - today["to_midnight"]) <= 3
-        assert body["error"]["message"].startswith(
+        assert response.json()["error"]["message"].startswith(
             "You have used today's token budget. It renews at midnight UTC, in "
         )
         assert exceptions == [], describe(exceptions)
         assert await stored(database_url) == before
         assert await fetch(database_url, LIMIT_TIMES_SQL, user_id) == times
         # AND their usage says so
-        usage = await stack.http.get("/api/usage", headers={"Authorization": f"Bearer {token}"})
-        daily = usage.json()["dailyBudget"]
+        daily = (await stack.usage(token))["dailyBudget"]
         assert (daily["tokens"], daily["used"]) == (budget, today["tokens"])
         assert daily["renewsAt"].endswith("T00:00:00Z")
         # AND another user is not held back by it
-        status, _, events = await send(stack, token_for(other_user), other_chat, "hello")
-        assert (status, events[-1][0]) == (200, "done")
+        events = await stack.respond(token_for(other_user), message(other_chat, "hello"))
+        assert events[-1][0] == "done"
         # AND deleting their messages and chats (which the Data API lets a user do) makes no room
         await execute(database_url, "delete from chat where user_id = %s", user_id)
         chat_id = await add_chat(database_url, user_id)
-        status, headers, body = await send(stack, token, chat_id, "and now?")
-        assert_limited(status, headers, body, "token_budget_spent")
+        response = await stack.respond_response(token, message(chat_id, "and now?"))
+        assert_limited(response, "token_budget_spent")
 
         # WHEN the day is over: the user's turns so far were yesterday's
         await execute(
@@ -362,8 +342,8 @@ async def test_the_daily_token_budget_refuses_new_turns_until_midnight_utc(
             user_id,
         )
         # THEN new turns pass again
-        status, _, events = await send(stack, token, chat_id, "good morning")
-        assert (status, events[-1][0]) == (200, "done")
+        events = await stack.respond(token, message(chat_id, "good morning"))
+        assert events[-1][0] == "done"
 
 
 async def test_without_a_daily_token_budget_turns_are_not_counted_against_one(
@@ -371,25 +351,25 @@ async def test_without_a_daily_token_budget_turns_are_not_counted_against_one(
 ) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
-    async with running_stack(database_url, **ROOMY) as stack:
+    async with in_process_app(database_url, **ROOMY) as stack:
         for n in range(3):
-            status, _, events = await send(stack, token, chat_id, "hello " * 200 + str(n))
-            assert (status, events[-1][0]) == (200, "done")
-        usage = await stack.http.get("/api/usage", headers={"Authorization": f"Bearer {token}"})
-    assert usage.json()["dailyBudget"] is None
+            events = await stack.respond(token, message(chat_id, "hello " * 200 + str(n)))
+            assert events[-1][0] == "done"
+        usage = await stack.usage(token)
+    assert usage["dailyBudget"] is None
 
 
 async def test_a_token_whose_user_does_not_exist_counts_nothing(database_url: str) -> None:
     _, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
-        status, _, body = await send(stack, token_for(uuid.uuid4()), chat_id, "hello")
-    assert (status, body["error"]["code"]) == (401, "unauthorized")
+    async with in_process_app(database_url) as stack:
+        response = await stack.respond_response(token_for(uuid.uuid4()), message(chat_id, "hello"))
+    assert ok(response, 401)["error"]["code"] == "unauthorized"
     assert await fetch(database_url, "select * from handoff.user_limits") == []
     assert await fetch(database_url, "select * from message") == []
 
 
 async def test_the_limits_are_documented_where_they_apply(database_url: str) -> None:
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         paths = stack.app.openapi()["paths"]
     for path, method in (("/api/chat/respond", "post"), ("/api/chats", "post")):
         limited = paths[path][method]["responses"]["429"]

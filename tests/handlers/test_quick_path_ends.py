@@ -11,7 +11,7 @@ from tests.support import (
     create_user_with_chat,
     durable_messages,
     fetch,
-    running_stack,
+    in_process_app,
     token_for,
     wait_for_row,
 )
@@ -26,7 +26,9 @@ async def test_an_answer_past_the_quick_budget_stops_there_stored_and_marked(
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
     # GIVEN a quick path that may stream for half a second, and an answer that takes ~2.4 s
-    async with running_stack(database_url, scripted_token_delay_ms=40, quick_budget_s=0.5) as stack:
+    async with in_process_app(
+        database_url, scripted_token_delay_ms=40, quick_budget_s=0.5
+    ) as stack:
         events = await stack.respond(token, {"chatId": str(chat_id), "content": LONG_TEXT})
         # WHEN the budget runs out, THEN the stream ends `done` with what was shown and a note
         shown = "".join(data["text"] for kind, data in events if kind == "token")
@@ -58,17 +60,15 @@ async def test_a_quick_path_streaming_past_its_lease_keeps_its_slot(database_url
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
     # GIVEN a 0.6 s lease (renewed every 0.2 s) and an answer that streams ~2.4 s
-    async with running_stack(database_url, scripted_token_delay_ms=40, turn_lease_s=0.6) as stack:
+    async with in_process_app(database_url, scripted_token_delay_ms=40, turn_lease_s=0.6) as stack:
         first = asyncio.create_task(
             stack.respond(token, {"chatId": str(chat_id), "content": LONG_TEXT})
         )
         await wait_for_row(database_url, "select 1 from message_draft")
         await asyncio.sleep(1.5)
         # WHEN another message comes while it still streams, THEN the live turn keeps the slot
-        response = await stack.http.post(
-            "/api/chat/respond",
-            json={"chatId": str(chat_id), "content": "are you there?"},
-            headers={"Authorization": f"Bearer {token}"},
+        response = await stack.respond_response(
+            token, {"chatId": str(chat_id), "content": "are you there?"}
         )
         assert response.status_code == 409
         assert response.json()["error"]["code"] == "job_in_progress"

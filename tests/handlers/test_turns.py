@@ -7,7 +7,14 @@ import uuid
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from infra.store.ids import ChatId, client_message_id
-from tests.support import create_user_with_chat, durable_messages, fetch, running_stack, token_for
+from tests.support import (
+    create_user_with_chat,
+    durable_messages,
+    fetch,
+    in_process_app,
+    running_stack,
+    token_for,
+)
 
 
 async def test_tool_turn_streams_hands_off_and_completes_in_background(database_url: str) -> None:
@@ -92,7 +99,7 @@ async def test_plain_message_finishes_on_the_quick_path(database_url: str) -> No
 async def test_assistants_in_one_chat_keep_separate_histories(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         for assistant, content in [("alpha", "one"), ("beta", "two"), ("alpha", "three")]:
             events = await stack.respond(
                 token, {"chatId": str(chat_id), "content": content, "assistantId": assistant}

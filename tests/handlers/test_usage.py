@@ -12,15 +12,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
-
 from tests.fake_providers import Reply, serve_fake_providers
 from tests.fake_providers.script import ToolCall, Usage
 from tests.support import (
+    Api,
     Stack,
     create_user_with_chat,
     execute,
     fetch,
+    in_process_app,
     running_stack,
     token_for,
     wait_for_row,
@@ -59,17 +59,17 @@ async def add_chat(database_url: str, user_id: uuid.UUID, title: str) -> uuid.UU
     return chat_id
 
 
+async def quick_turn(stack: Api, user_id: uuid.UUID, chat_id: uuid.UUID, content: str) -> str:
+    """One turn that needs no background job; its last SSE event's name."""
+    events = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": content})
+    return events[-1][0]
+
+
 async def turn(stack: Stack, user_id: uuid.UUID, chat_id: uuid.UUID, content: str) -> str:
     """One turn, to its end (in the background too); its last SSE event's name."""
     events = await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": content})
     await stack.executor.wait_idle()
     return events[-1][0]
-
-
-async def get_usage(stack: Stack, user_id: uuid.UUID, **params: Any) -> httpx.Response:
-    return await stack.http.get(
-        "/api/usage", params=params, headers={"Authorization": f"Bearer {token_for(user_id)}"}
-    )
 
 
 # What the replies record, summed per chat and model: the yardstick.
@@ -125,10 +125,8 @@ async def test_usage_per_model_and_chat_after_turns_quick_and_handed_off(
         assert await turn(stack, user_id, first, "/calc 2*21") == "handoff"
         assert await turn(stack, user_id, second, "/calc 1+1\n/calc 2+2") == "handoff"
         # WHEN the user asks for their usage, without a price table
-        response = await get_usage(stack, user_id)
+        report = await stack.usage(token_for(user_id))
     # THEN each figure is what the replies recorded, and no cost is guessed
-    assert response.status_code == 200, response.text
-    report = response.json()
     truth = await recorded(database_url, user_id)
     assert set(truth) == {(str(first), "scripted"), (str(second), "scripted")}
     assert truth[str(first), "scripted"]["turns"] == 2
@@ -163,8 +161,8 @@ async def test_usage_per_model_and_chat_after_turns_quick_and_handed_off(
         )
         assert await turn(stack, user_id, second, "What is 6*7?") == "handoff"
         # WHEN the user asks for their usage, and for one chat's
-        report = (await get_usage(stack, user_id)).json()
-        one_chat = (await get_usage(stack, user_id, chatId=str(second))).json()
+        report = await stack.usage(token_for(user_id))
+        one_chat = await stack.usage(token_for(user_id), chatId=str(second))
     # THEN the figures are per model, and each model's cost is its tokens at its price
     truth = await recorded(database_url, user_id)
     gpt = truth[str(second), GPT]
@@ -189,8 +187,8 @@ async def test_usage_per_model_and_chat_after_turns_quick_and_handed_off(
     )
 
     # WHEN the price table names only one of the two models
-    async with running_stack(database_url, model_prices={GPT: PRICES[GPT]}) as stack:
-        report = (await get_usage(stack, user_id)).json()
+    async with in_process_app(database_url, model_prices={GPT: PRICES[GPT]}) as stack:
+        report = await stack.usage(token_for(user_id))
     # THEN the other has no cost, and neither has the total, as a part of it is unknown
     by_model = {m["model"]: m for m in report["models"]}
     assert by_model[GPT]["estimatedCostUsd"] == cost(GPT, gpt)
@@ -206,8 +204,8 @@ async def test_a_user_sees_only_their_own_usage_and_cannot_change_it(database_ur
         await turn(stack, user_id, chat_id, "hello")
         await turn(stack, other_user, other_chat, "a much longer message " * 20)
         await turn(stack, other_user, other_chat, "/calc 1+1")
-        mine = (await get_usage(stack, user_id)).json()
-        theirs = (await get_usage(stack, other_user)).json()
+        mine = await stack.usage(token_for(user_id))
+        theirs = await stack.usage(token_for(other_user))
         # THEN each sees their own chats only, and their own figures
         assert [c["chatId"] for c in mine["chats"]] == [str(chat_id)]
         assert [c["chatId"] for c in theirs["chats"]] == [str(other_chat)]
@@ -218,7 +216,7 @@ async def test_a_user_sees_only_their_own_usage_and_cannot_change_it(database_ur
 
         # WHEN the user asks for another user's chat, or a chat that does not exist
         for chat in (other_chat, uuid.uuid4()):
-            response = await get_usage(stack, user_id, chatId=str(chat))
+            response = await stack.usage_response(token_for(user_id), chatId=str(chat))
             # THEN it is not found, the same for both
             assert response.status_code == 404
             assert response.json() == {
@@ -232,10 +230,10 @@ async def test_a_user_sees_only_their_own_usage_and_cannot_change_it(database_ur
             "update message set metadata = metadata - 'usage' where chat_id = %s",
             chat_id,
         )
-        after_edit = (await get_usage(stack, user_id)).json()
+        after_edit = await stack.usage(token_for(user_id))
         await execute(database_url, "delete from chat where id = %s", chat_id)
-        after_delete = (await get_usage(stack, user_id)).json()
-        deleted_chat = await get_usage(stack, user_id, chatId=str(chat_id))
+        after_delete = await stack.usage(token_for(user_id))
+        deleted_chat = await stack.usage_response(token_for(user_id), chatId=str(chat_id))
         # THEN what they used stays counted; the deleted chat has no title and no report of
         # its own
         assert after_edit == mine
@@ -244,7 +242,7 @@ async def test_a_user_sees_only_their_own_usage_and_cannot_change_it(database_ur
         assert deleted_chat.status_code == 404
 
         # AND without a valid token there is no report
-        response = await stack.http.get("/api/usage")
+        response = await stack.usage_response(None)
         assert (response.status_code, response.json()["error"]["code"]) == (401, "unauthorized")
 
 
@@ -258,10 +256,10 @@ where chat_id = %s
 async def test_a_window_of_days_or_dates(database_url: str) -> None:
     user_id, old_chat = await create_user_with_chat(database_url)
     new_chat = await add_chat(database_url, user_id, "new")
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         # GIVEN a turn 10 days ago and one today
-        await turn(stack, user_id, old_chat, "long ago")
-        await turn(stack, user_id, new_chat, "today")
+        assert await quick_turn(stack, user_id, old_chat, "long ago") == "done"
+        assert await quick_turn(stack, user_id, new_chat, "today") == "done"
         await execute(database_url, AGE_SQL, 10, old_chat)
 
         def chats(report: dict[str, Any]) -> list[str]:
@@ -269,9 +267,9 @@ async def test_a_window_of_days_or_dates(database_url: str) -> None:
 
         both = sorted([str(old_chat), str(new_chat)])
         # WHEN the window is today, then the last 7 days, then the last 11
-        today = (await get_usage(stack, user_id, days=1)).json()
-        week = (await get_usage(stack, user_id, days=7)).json()
-        eleven = (await get_usage(stack, user_id, days=11)).json()
+        today = await stack.usage(token_for(user_id), days=1)
+        week = await stack.usage(token_for(user_id), days=7)
+        eleven = await stack.usage(token_for(user_id), days=11)
         # THEN each holds the turns recorded within it, and says where it starts
         assert chats(today) == chats(week) == [str(new_chat)]
         assert chats(eleven) == both
@@ -285,28 +283,28 @@ async def test_a_window_of_days_or_dates(database_url: str) -> None:
             "select (now() at time zone 'UTC')::date as today,"
             " (now() at time zone 'UTC')::date - 5 as five_days_ago",
         )
-        since_then = (await get_usage(stack, user_id, since=str(row["five_days_ago"]))).json()
-        before_then = (await get_usage(stack, user_id, until=str(row["five_days_ago"]))).json()
+        since_then = await stack.usage(token_for(user_id), since=str(row["five_days_ago"]))
+        before_then = await stack.usage(token_for(user_id), until=str(row["five_days_ago"]))
         offset = f"{row['five_days_ago']}T02:00:00+02:00"  # midnight UTC
-        with_offset = (await get_usage(stack, user_id, until=offset)).json()
+        with_offset = await stack.usage(token_for(user_id), until=offset)
         assert chats(since_then) == [str(new_chat)]
         assert chats(before_then) == chats(with_offset) == [str(old_chat)]
         assert with_offset["until"] == f"{row['five_days_ago']}T00:00:00Z"
 
         # WHEN the window is not one
-        auth = {"Authorization": f"Bearer {token_for(user_id)}"}
+        token = token_for(user_id)
         cases = [
-            await stack.http.get("/api/usage?days=7&since=2024-01-01", headers=auth),
-            await stack.http.get("/api/usage?since=2024-02-01&until=2024-01-01", headers=auth),
-            await stack.http.get("/api/usage?days=0", headers=auth),
-            await stack.http.get("/api/usage?days=367", headers=auth),
-            await stack.http.get("/api/usage?since=yesterday", headers=auth),
+            await stack.usage_response(token, days=7, since="2024-01-01"),
+            await stack.usage_response(token, since="2024-02-01", until="2024-01-01"),
+            await stack.usage_response(token, days=0),
+            await stack.usage_response(token, days=367),
+            await stack.usage_response(token, since="yesterday"),
             # Not a Unix time, nor a day that does not exist.
-            await stack.http.get("/api/usage?since=0", headers=auth),
-            await stack.http.get("/api/usage?until=2025-02-30", headers=auth),
-            await stack.http.get("/api/usage?chatId=42", headers=auth),
+            await stack.usage_response(token, since=0),
+            await stack.usage_response(token, until="2025-02-30"),
+            await stack.usage_response(token, chatId=42),
             # A misspelt parameter is refused, not ignored.
-            await stack.http.get("/api/usage?chat_id=" + str(new_chat), headers=auth),
+            await stack.usage_response(token, chat_id=str(new_chat)),
         ]
         # THEN it is refused with a JSON error
         assert [(r.status_code, r.json()["error"]["code"]) for r in cases] == [
@@ -319,8 +317,8 @@ async def test_a_window_of_days_or_dates(database_url: str) -> None:
 
 async def test_a_user_without_usage_gets_zeros(database_url: str) -> None:
     user_id, _ = await create_user_with_chat(database_url)
-    async with running_stack(database_url, model_prices=PRICES) as stack:
-        report = (await get_usage(stack, user_id)).json()
+    async with in_process_app(database_url, model_prices=PRICES) as stack:
+        report = await stack.usage(token_for(user_id))
     zeros = {"turns": 0, "inputTokens": 0, "outputTokens": 0, "toolCalls": 0}
     assert report["total"] == {**zeros, "estimatedCostUsd": 0.0}
     assert (report["models"], report["chats"]) == ([], [])
@@ -343,12 +341,10 @@ async def test_a_turn_canceled_in_the_background_counts_the_rounds_it_stored(
             reply_id,
         )
         # WHEN the user cancels it
-        response = await stack.http.post(
-            f"/api/chat/{chat_id}/cancel", headers={"Authorization": f"Bearer {token_for(user_id)}"}
-        )
+        response = await stack.cancel(token_for(user_id), chat_id)
         assert response.status_code == 202
         await stack.executor.wait_idle()
-        report = (await get_usage(stack, user_id)).json()
+        report = await stack.usage(token_for(user_id))
     # THEN both its model rounds count, and its one tool call that ran
     [reply] = await fetch(
         database_url, "select status, metadata from message where id = %s", reply_id

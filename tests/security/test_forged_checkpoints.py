@@ -18,7 +18,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from tests.security.server_log import describe, logged_exceptions
-from tests.support import Stack, create_user_with_chat, fetch, running_stack, token_for
+from tests.support import Api, create_user_with_chat, fetch, in_process_app, token_for
 
 # What a refused fork could have left behind.
 SNAPSHOT_SQL = """
@@ -46,14 +46,14 @@ async def forge(database_url: str, user_id: uuid.UUID, message_id: str, value: A
         assert updated.rowcount == 1, "RLS let the owner write their message"
 
 
-async def say(stack: Stack, token: str, chat_id: uuid.UUID, content: str) -> dict[str, Any]:
+async def say(stack: Api, token: str, chat_id: uuid.UUID, content: str) -> dict[str, Any]:
     events = await stack.respond(token, {"chatId": str(chat_id), "content": content})
     assert events[-1][0] == "done", events
     return events[0][1]
 
 
 async def forged_turn(
-    database_url: str, stack: Stack, forgery: str
+    database_url: str, stack: Api, forgery: str
 ) -> tuple[uuid.UUID, uuid.UUID, str]:
     """GIVEN a victim's turn in their chat, and a user whose second message names, in place of
     its own checkpoint, `forgery`: the victim's checkpoint, garbage, or not a string at all.
@@ -88,15 +88,12 @@ def assert_refused(response: httpx.Response) -> None:
 async def test_regenerating_from_a_forged_checkpoint_is_refused(
     database_url: str, forgery: str
 ) -> None:
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         user_id, chat_id, message_id = await forged_turn(database_url, stack, forgery)
         before = await fetch(database_url, SNAPSHOT_SQL)
         # WHEN the user asks for that message to be answered again
         with logged_exceptions() as exceptions:
-            response = await stack.http.post(
-                f"/api/chat/{chat_id}/messages/{message_id}/regenerate",
-                headers={"Authorization": f"Bearer {token_for(user_id)}"},
-            )
+            response = await stack.regenerate_response(token_for(user_id), chat_id, message_id)
         # THEN it is refused with a plain code, nothing is stored, and no bug is logged
         assert_refused(response)
         assert await fetch(database_url, SNAPSHOT_SQL) == before
@@ -107,15 +104,14 @@ async def test_regenerating_from_a_forged_checkpoint_is_refused(
 async def test_editing_a_message_with_a_forged_checkpoint_is_refused(
     database_url: str, forgery: str
 ) -> None:
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         user_id, chat_id, message_id = await forged_turn(database_url, stack, forgery)
         before = await fetch(database_url, SNAPSHOT_SQL)
         # WHEN the user sends an edit of that message
         with logged_exceptions() as exceptions:
-            response = await stack.http.post(
-                "/api/chat/respond",
-                json={"chatId": str(chat_id), "content": "edited", "editOf": message_id},
-                headers={"Authorization": f"Bearer {token_for(user_id)}"},
+            response = await stack.respond_response(
+                token_for(user_id),
+                {"chatId": str(chat_id), "content": "edited", "editOf": message_id},
             )
         # THEN it is refused with a plain code, nothing is stored, and no bug is logged
         assert_refused(response)

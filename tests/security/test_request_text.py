@@ -17,7 +17,7 @@ import httpx
 
 from handlers.fields import NUL_REFUSED
 from tests.security.server_log import describe, logged_exceptions
-from tests.support import create_user_with_chat, fetch, running_stack, token_for
+from tests.support import create_user_with_chat, fetch, in_process_app, token_for
 
 Location = Literal["body", "path", "query"]
 
@@ -142,7 +142,7 @@ def request_for(
 async def test_a_nul_in_any_request_string_is_a_422_naming_it(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     headers = {"Authorization": f"Bearer {token_for(user_id)}"}
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         spec = (await stack.http.get("/openapi.json")).json()
         fields = string_fields(spec)
         # The walk finds the fields that once reached Postgres with a NUL and failed there.

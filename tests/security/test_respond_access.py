@@ -15,14 +15,13 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.api import sse
 from tests.security.server_log import describe, logged_exceptions
 from tests.support import (
-    Stack,
     create_user_with_chat,
     execute,
     fetch,
-    parse_sse,
-    running_stack,
+    in_process_app,
     token_for,
 )
 
@@ -51,10 +50,6 @@ def assert_json_error(response: httpx.Response, status: int, code: str) -> None:
     assert "Traceback" not in response.text
 
 
-async def post(stack: Stack, body: Any, headers: dict[str, str]) -> httpx.Response:
-    return await stack.http.post("/api/chat/respond", json=body, headers=headers)
-
-
 def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
@@ -80,9 +75,13 @@ def bearer(token: str) -> dict[str, str]:
 )
 async def test_more_bad_tokens_get_401(database_url: str, make_headers: Any) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
-        response = await post(
-            stack, {"chatId": str(chat_id), "content": "hi"}, make_headers(user_id)
+    async with in_process_app(database_url) as stack:
+        response = await stack.call(
+            "POST",
+            "/api/chat/respond",
+            None,
+            {"chatId": str(chat_id), "content": "hi"},
+            headers=make_headers(user_id),
         )
     assert_json_error(response, 401, "unauthorized")
     assert response.headers["www-authenticate"] == "Bearer"
@@ -102,7 +101,7 @@ async def test_text_postgres_cannot_store_is_a_422_not_a_crash(
     user_id, chat_id = await create_user_with_chat(database_url)
     # json.dumps escapes both, as a browser's JSON.stringify would send them.
     body = json.dumps({"chatId": str(chat_id), "content": content})
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         response = await stack.http.post(
             "/api/chat/respond",
             content=body,
@@ -123,10 +122,10 @@ async def test_an_error_answer_leaves_no_unhandled_exception_behind(
     database_url: str, content: str, status: int
 ) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
         with logged_exceptions() as exceptions:
-            response = await post(
-                stack, {"chatId": str(chat_id), "content": content}, bearer(token_for(user_id))
+            response = await stack.respond_response(
+                token_for(user_id), {"chatId": str(chat_id), "content": content}
             )
     assert response.status_code == status, response.text
     # An answered request that still logs a traceback pages whoever watches the errors.
@@ -147,14 +146,14 @@ async def test_a_message_id_from_anywhere_else_answers_as_a_fresh_one(
         victim,
     )
     client_id = str(uuid.uuid4())
-    async with running_stack(database_url) as stack:
+    async with in_process_app(database_url) as stack:
 
         async def send(user: uuid.UUID, chat: uuid.UUID, message_id: str) -> tuple[int, Any]:
             body = {"chatId": str(chat), "content": "hello", "userMessageId": message_id}
-            response = await post(stack, body, bearer(token_for(user)))
+            response = await stack.respond_response(token_for(user), body)
             if response.status_code != 200:
                 return response.status_code, response.json()
-            events = parse_sse(response.content)
+            events = sse(response)
             return 200, ([name for name, _ in events], events[0][1]["userMessageId"])
 
         await stack.respond(
