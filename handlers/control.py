@@ -8,12 +8,12 @@ from typing import Annotated
 from uuid import UUID
 
 import inngest
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agent.threads import DEFAULT_ASSISTANT_ID
-from handlers.deps import CurrentUser, ServicesDep
+from handlers.deps import CurrentUser, EventsDep, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId, CallIdPath
 from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_cancel
@@ -53,7 +53,7 @@ async def cancel(
     chat_id: UUID,
     user: CurrentUser,
     services: ServicesDep,
-    request: Request,
+    events: EventsDep,
     body: CancelRequest | None = None,
 ) -> CancelResponse:
     """Stop the chat's background job: its message ends `canceled` with the text shown so far.
@@ -66,7 +66,6 @@ async def cancel(
     )
     if canceled is None:
         return CancelResponse(canceled=False)
-    events = request.app.state.events
     # A turn still on its quick path has no run to stop: it finds its slot gone and stops.
     if canceled.message_id is not None and not canceled.quick:
         await send_cancel(
@@ -103,7 +102,7 @@ async def approve(
     body: ApprovalRequest,
     user: CurrentUser,
     services: ServicesDep,
-    request: Request,
+    events: EventsDep,
 ) -> ApprovalResponse:
     """Approve or reject a tool call the chat's background job is waiting on.
 
@@ -119,7 +118,7 @@ async def approve(
     )
     data = {"chatId": str(chat_id), "messageId": str(message_id), "toolCallId": tool_call_id}
     try:
-        await request.app.state.events.send(inngest.Event(name=APPROVAL_EVENT, data=data))
+        await events.send(inngest.Event(name=APPROVAL_EVENT, data=data))
     except Exception:
         # The decision is recorded: the waiting run reads it when its wait ends.
         logger.exception("chat/tool_approval not sent", extra={"chat_id": str(chat_id)})
@@ -152,7 +151,7 @@ async def answer_question(
     body: AnswerRequest,
     user: CurrentUser,
     services: ServicesDep,
-    request: Request,
+    events: EventsDep,
 ) -> AnswerResponse:
     """Answer the question the chat's background job is waiting on (`pendingQuestion`).
 
@@ -170,7 +169,7 @@ async def answer_question(
     )
     data = {"chatId": str(chat_id), "messageId": str(message_id), "questionId": question_id}
     try:
-        await request.app.state.events.send(inngest.Event(name=ANSWER_EVENT, data=data))
+        await events.send(inngest.Event(name=ANSWER_EVENT, data=data))
     except Exception:
         # The answer is recorded: the waiting run reads it when its wait ends.
         logger.exception("chat/user_answer not sent", extra={"chat_id": str(chat_id)})
@@ -237,7 +236,7 @@ async def resume(
     chat_id: UUID,
     user: CurrentUser,
     services: ServicesDep,
-    request: Request,
+    events: EventsDep,
     body: ResumeRequest | None = None,
 ) -> ResumeResponse:
     """Resume the chat's paused job; `instruction`, if given, goes to every later model round
@@ -253,7 +252,7 @@ async def resume(
     )
     data = {"chatId": str(chat_id), "messageId": str(message_id)}
     try:
-        await request.app.state.events.send(inngest.Event(name=RESUME_EVENT, data=data))
+        await events.send(inngest.Event(name=RESUME_EVENT, data=data))
     except Exception:
         # The job is resumed in the database: the waiting run finds so when its wait ends.
         logger.exception("chat/resume not sent", extra={"chat_id": str(chat_id)})

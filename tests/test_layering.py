@@ -3,7 +3,9 @@
 The rules among our own packages are import-linter contracts in pyproject.toml; this runs them.
 What a contract cannot say is checked here on grimp's graph: agent/ imports only the stdlib and
 an allow-list of third-party packages, and `langchain` only inside a function (grimp records
-every import's line, not whether a function encloses it, so `ast` answers that).
+every import's line, not whether a function encloses it, so `ast` answers that); and the
+modules of handlers/ import no other of handlers/ but its shared helpers, a rule that must also
+hold for a module added later, which a contract would have to be told of.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 # What agent/ may import anywhere; `langchain` itself only inside a function.
 AGENT_ALLOWED = frozenset({"agent", "langchain_core", "langgraph", "pydantic"})
 AGENT_LAZY_ONLY = "langchain"
+
+# What every module of handlers/ may import of handlers/; what two routes share beyond these
+# belongs in turns/. The app factory and the Lambda's entry put the routes together.
+HANDLERS_SHARED = frozenset(
+    f"handlers.{name}" for name in ("auth", "deps", "errors", "fields", "sse")
+)
+HANDLERS_ASSEMBLY = frozenset({"handlers/app.py", "handlers/lambda_respond.py"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,15 @@ def outside_allow_list(found: list[Import], allowed: frozenset[str]) -> list[Imp
     ]
 
 
+def cross_imports(
+    found: list[Import], package: str, shared: frozenset[str], assembly: frozenset[str]
+) -> list[Import]:
+    """Imports of `package`'s own modules but `shared`, by modules not in `assembly` (paths)."""
+    return [
+        i for i in found if i.root == package and i.module not in shared and i.path not in assembly
+    ]
+
+
 def eager(found: list[Import], package: str) -> list[Import]:
     return [i for i in found if i.root == package and not i.lazy]
 
@@ -139,6 +157,43 @@ def test_agent_imports_langchain_only_lazily(agent_imports: list[Import]) -> Non
     # `langchain` pulls in provider integrations; agent/ loads it only when a real model is made.
     bad = eager(agent_imports, AGENT_LAZY_ONLY)
     assert not bad, "agent/ must import langchain inside a function:\n" + offenders(bad)
+
+
+def test_handler_modules_import_only_the_shared_helpers_of_handlers() -> None:
+    found = imports_of(build_graph("handlers"), "handlers", ROOT)
+    # Guards against a vacuous pass: the check sees imports within handlers/.
+    assert any(i.module == "handlers.deps" for i in found)
+    bad = cross_imports(found, "handlers", HANDLERS_SHARED, HANDLERS_ASSEMBLY)
+    assert not bad, (
+        "a module of handlers/ imports another that is not a shared helper "
+        f"({', '.join(sorted(HANDLERS_SHARED))}); move what they share to turns/:\n"
+        + offenders(bad)
+    )
+
+
+def app_state_reads(path: Path) -> list[int]:
+    """The lines of the module at `path` that reach the app's state through a request or a
+    route's app (`request.app.state`, `x.app.state`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "state"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "app"
+    )
+
+
+def test_routes_take_the_app_state_through_dependencies_only() -> None:
+    # handlers/deps.py hands out what the app holds; a route names it in its signature.
+    reads = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in sorted((ROOT / "handlers").glob("*.py"))
+        if path.name != "deps.py" and (lines := app_state_reads(path))
+    }
+    assert reads == {}, "read the app's state through handlers/deps.py instead"
+    assert app_state_reads(ROOT / "handlers" / "deps.py")  # guards against a vacuous pass
 
 
 # --- the checks themselves --------------------------------------------------------------------
