@@ -3,11 +3,9 @@ tool approval or a question of the model."""
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 from uuid import UUID
 
-import inngest
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -16,15 +14,13 @@ from agent.threads import DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, EventsDep, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId, CallIdPath
-from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_cancel
+from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_cancel, send_control
 from infra.store import pauses
 from infra.store.approvals import record_decision
 from infra.store.ids import ChatId
 from infra.store.jobs import cancel_active
 from infra.store.questions import record_answer
 from turns.start import send_queued_turns
-
-logger = logging.getLogger(__name__)
 
 router = APIRouter()
 
@@ -116,12 +112,9 @@ async def approve(
         approved=body.approved,
         note=body.note,
     )
+    # The decision is recorded: should the event be lost, the run reads it when its wait ends.
     data = {"chatId": str(chat_id), "messageId": str(message_id), "toolCallId": tool_call_id}
-    try:
-        await events.send(inngest.Event(name=APPROVAL_EVENT, data=data))
-    except Exception:
-        # The decision is recorded: the waiting run reads it when its wait ends.
-        logger.exception("chat/tool_approval not sent", extra={"chat_id": str(chat_id)})
+    await send_control(events, APPROVAL_EVENT, data)
     return ApprovalResponse(tool_call_id=tool_call_id, approved=body.approved)
 
 
@@ -167,12 +160,9 @@ async def answer_question(
         question_id=question_id,
         answer=body.answer,
     )
+    # The answer is recorded: should the event be lost, the run reads it when its wait ends.
     data = {"chatId": str(chat_id), "messageId": str(message_id), "questionId": question_id}
-    try:
-        await events.send(inngest.Event(name=ANSWER_EVENT, data=data))
-    except Exception:
-        # The answer is recorded: the waiting run reads it when its wait ends.
-        logger.exception("chat/user_answer not sent", extra={"chat_id": str(chat_id)})
+    await send_control(events, ANSWER_EVENT, data)
     return AnswerResponse(question_id=question_id, answered=True)
 
 
@@ -250,10 +240,8 @@ async def resume(
         assistant_id=body.assistant_id,
         instruction=instruction or None,
     )
+    # The job is resumed in the database: should the event be lost, the run finds so when its
+    # wait ends.
     data = {"chatId": str(chat_id), "messageId": str(message_id)}
-    try:
-        await events.send(inngest.Event(name=RESUME_EVENT, data=data))
-    except Exception:
-        # The job is resumed in the database: the waiting run finds so when its wait ends.
-        logger.exception("chat/resume not sent", extra={"chat_id": str(chat_id)})
+    await send_control(events, RESUME_EVENT, data)
     return ResumeResponse(resumed=True, assistant_message_id=message_id)
