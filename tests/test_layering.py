@@ -198,6 +198,28 @@ def test_routes_take_the_app_state_through_dependencies_only() -> None:
 
 # --- the checks themselves --------------------------------------------------------------------
 
+# Imports in every place the checks must look.
+PROBE_SOURCE = """\
+from typing import TYPE_CHECKING
+import os, fastapi.routing
+from . import state
+from .state import AgentState
+if os.name:
+    import psycopg
+try:
+    from langchain import chat_models
+except ImportError:
+    pass
+class Holder:
+    import infra.db
+def make() -> None:
+    from langchain.chat_models import init_chat_model
+    async def inner() -> None:
+        import boto3
+if TYPE_CHECKING:
+    import httpx
+"""
+
 
 def test_the_checks_see_nested_relative_lazy_and_type_checking_imports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -207,26 +229,7 @@ def test_the_checks_see_nested_relative_lazy_and_type_checking_imports(
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "state.py").write_text("")
-    (package / "probe.py").write_text(
-        "from typing import TYPE_CHECKING\n"
-        "import os, fastapi.routing\n"
-        "from . import state\n"
-        "from .state import AgentState\n"
-        "if os.name:\n"
-        "    import psycopg\n"
-        "try:\n"
-        "    from langchain import chat_models\n"
-        "except ImportError:\n"
-        "    pass\n"
-        "class Holder:\n"
-        "    import infra.db\n"
-        "def make() -> None:\n"
-        "    from langchain.chat_models import init_chat_model\n"
-        "    async def inner() -> None:\n"
-        "        import boto3\n"
-        "if TYPE_CHECKING:\n"
-        "    import httpx\n"
-    )
+    (package / "probe.py").write_text(PROBE_SOURCE)
     monkeypatch.syspath_prepend(tmp_path)
 
     # WHEN its imports are read
