@@ -15,13 +15,14 @@ from agent.model import check_model
 from agent.tools import demo_tools
 from handlers import branches, chats, control, history, respond, usage
 from handlers.auth import Authenticator
-from handlers.deps import known_query_only
+from handlers.deps import known_query_only, provide
 from handlers.errors import install_error_handlers
 from handlers.limits import BodySizeLimit
 from handlers.shutdown import AnswerWhileStopping, settle_turns
 from infra.events import create_inngest_client
 from infra.runtime import Services
 from infra.settings import Settings
+from turns.streaming import TurnTasks
 
 
 def create_app(
@@ -39,13 +40,14 @@ def create_app(
     check_model(settings.model, settings.model_options(settings.model))
     services = Services(settings)
     tools = tools if tools is not None else demo_tools()
+    turns: TurnTasks = set()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         # Let turns that are still persisting finish before the pool goes away (not for
         # longer than the database answers).
-        await settle_turns(app.state.turns, services)
+        await settle_turns(turns, services)
         # Whatever was added to the app (a change feed in development) ends before the pool.
         for hook in app.state.on_shutdown:
             await hook()
@@ -59,17 +61,24 @@ def create_app(
         redoc_url="/redoc" if docs else None,
         openapi_url="/openapi.json" if docs else None,
     )
-    client = create_inngest_client(settings)
-    app.state.services = services
-    app.state.authenticator = Authenticator(settings)
-    app.state.events = client
-    app.state.tools = tools
-    app.state.turns = set()
+    provide(
+        app,
+        services=services,
+        authenticator=Authenticator(settings),
+        events=create_inngest_client(settings),
+        tools=tools,
+        turns=turns,
+    )
     app.state.on_shutdown = []
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes, exempt=unlimited_paths)
     # Outermost of ours: whatever is inside it may be cut short as the server stops.
     app.add_middleware(AnswerWhileStopping)
+    _include_routes(app)
+    return app
+
+
+def _include_routes(app: FastAPI) -> None:
     # Our routes refuse query parameters they do not take (the Inngest endpoint, mounted on
     # this app in development, reads its own).
     strict = [Depends(known_query_only)]
@@ -86,5 +95,3 @@ def create_app(
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
-
-    return app

@@ -8,25 +8,23 @@ the history shows the active branch, and the next message continues it
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Path, Request
+from fastapi import APIRouter, Path
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from agent.model import model_config
-from agent.threads import DEFAULT_ASSISTANT_ID, thread_key
-from handlers.deps import CurrentUser, ServicesDep
+from agent.threads import DEFAULT_ASSISTANT_ID
+from handlers.deps import CurrentUser, ServicesDep, TurnHostDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
 from handlers.fields import NO_NUL, AssistantId, AssistantQuery
-from handlers.respond import stream_turn
+from handlers.sse import event_stream
 from infra.store import branches
-from infra.store.ids import ChatId, MessageId
-from turns.turn import Turn
+from infra.store.ids import ChatId
+from turns.streaming import new_turn, stream_turn
 
 router = APIRouter()
 
@@ -93,8 +91,7 @@ async def regenerate(
     chat_id: UUID,
     message_id: UUID,
     user: CurrentUser,
-    services: ServicesDep,
-    request: Request,
+    host: TurnHostDep,
     body: RegenerateRequest | None = None,
 ) -> StreamingResponse:
     """A new reply to the user message `message_id` names (itself, or the one the reply
@@ -102,28 +99,24 @@ async def regenerate(
     Streams as respond does; the new branch becomes the active one."""
     started = time.perf_counter()
     body = body or RegenerateRequest()
-    settings = services.settings
     target = await branches.regenerate_target(
-        await services.pool(),
+        await host.services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
         assistant_id=body.assistant_id,
         message_id=message_id,
     )
-    turn = Turn(
+    turn = new_turn(
+        host.services.settings,
         user_id=user.id,
         chat_id=ChatId(chat_id),
         assistant_id=body.assistant_id,
-        thread_id=thread_key(ChatId(chat_id), body.assistant_id),
-        user_message_id=target.edit.message_id,
-        root_message_id=MessageId(uuid.uuid4()),
-        run_id=str(uuid.uuid4()),
         content=target.content,
-        model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
-        job_key=str(uuid.uuid4()),
+        user_message_id=target.edit.message_id,
         edit=target.edit,
     )
-    return await stream_turn(turn, body.multitask_strategy, user, services, request, started)
+    stream = await stream_turn(turn, body.multitask_strategy, user.claims, host, started=started)
+    return event_stream(stream.events, turn=stream.turn)
 
 
 @router.get(

@@ -3,28 +3,24 @@ tool approval or a question of the model."""
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated
 from uuid import UUID
 
-import inngest
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agent.threads import DEFAULT_ASSISTANT_ID
-from handlers.deps import CurrentUser, ServicesDep
+from handlers.deps import CurrentUser, EventsDep, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId, CallIdPath
-from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_cancel
+from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_cancel, send_control
 from infra.store import pauses
 from infra.store.approvals import record_decision
 from infra.store.ids import ChatId
 from infra.store.jobs import cancel_active
 from infra.store.questions import record_answer
 from turns.start import send_queued_turns
-
-logger = logging.getLogger(__name__)
 
 router = APIRouter()
 
@@ -53,7 +49,7 @@ async def cancel(
     chat_id: UUID,
     user: CurrentUser,
     services: ServicesDep,
-    request: Request,
+    events: EventsDep,
     body: CancelRequest | None = None,
 ) -> CancelResponse:
     """Stop the chat's background job: its message ends `canceled` with the text shown so far.
@@ -66,7 +62,6 @@ async def cancel(
     )
     if canceled is None:
         return CancelResponse(canceled=False)
-    events = request.app.state.events
     # A turn still on its quick path has no run to stop: it finds its slot gone and stops.
     if canceled.message_id is not None and not canceled.quick:
         await send_cancel(
@@ -103,7 +98,7 @@ async def approve(
     body: ApprovalRequest,
     user: CurrentUser,
     services: ServicesDep,
-    request: Request,
+    events: EventsDep,
 ) -> ApprovalResponse:
     """Approve or reject a tool call the chat's background job is waiting on.
 
@@ -117,12 +112,9 @@ async def approve(
         approved=body.approved,
         note=body.note,
     )
+    # The decision is recorded: should the event be lost, the run reads it when its wait ends.
     data = {"chatId": str(chat_id), "messageId": str(message_id), "toolCallId": tool_call_id}
-    try:
-        await request.app.state.events.send(inngest.Event(name=APPROVAL_EVENT, data=data))
-    except Exception:
-        # The decision is recorded: the waiting run reads it when its wait ends.
-        logger.exception("chat/tool_approval not sent", extra={"chat_id": str(chat_id)})
+    await send_control(events, APPROVAL_EVENT, data)
     return ApprovalResponse(tool_call_id=tool_call_id, approved=body.approved)
 
 
@@ -152,7 +144,7 @@ async def answer_question(
     body: AnswerRequest,
     user: CurrentUser,
     services: ServicesDep,
-    request: Request,
+    events: EventsDep,
 ) -> AnswerResponse:
     """Answer the question the chat's background job is waiting on (`pendingQuestion`).
 
@@ -168,12 +160,9 @@ async def answer_question(
         question_id=question_id,
         answer=body.answer,
     )
+    # The answer is recorded: should the event be lost, the run reads it when its wait ends.
     data = {"chatId": str(chat_id), "messageId": str(message_id), "questionId": question_id}
-    try:
-        await request.app.state.events.send(inngest.Event(name=ANSWER_EVENT, data=data))
-    except Exception:
-        # The answer is recorded: the waiting run reads it when its wait ends.
-        logger.exception("chat/user_answer not sent", extra={"chat_id": str(chat_id)})
+    await send_control(events, ANSWER_EVENT, data)
     return AnswerResponse(question_id=question_id, answered=True)
 
 
@@ -237,7 +226,7 @@ async def resume(
     chat_id: UUID,
     user: CurrentUser,
     services: ServicesDep,
-    request: Request,
+    events: EventsDep,
     body: ResumeRequest | None = None,
 ) -> ResumeResponse:
     """Resume the chat's paused job; `instruction`, if given, goes to every later model round
@@ -251,10 +240,8 @@ async def resume(
         assistant_id=body.assistant_id,
         instruction=instruction or None,
     )
+    # The job is resumed in the database: should the event be lost, the run finds so when its
+    # wait ends.
     data = {"chatId": str(chat_id), "messageId": str(message_id)}
-    try:
-        await request.app.state.events.send(inngest.Event(name=RESUME_EVENT, data=data))
-    except Exception:
-        # The job is resumed in the database: the waiting run finds so when its wait ends.
-        logger.exception("chat/resume not sent", extra={"chat_id": str(chat_id)})
+    await send_control(events, RESUME_EVENT, data)
     return ResumeResponse(resumed=True, assistant_message_id=message_id)

@@ -1,19 +1,44 @@
-"""Request dependencies."""
+"""Request dependencies: what a route takes, as `Annotated` aliases.
+
+The app's shared objects are set on `app.state` by `provide` and read back here alone, so a
+route names what it needs in its signature (`services: ServicesDep`) and never reaches into the
+app itself.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from langchain_core.tools import BaseTool
 
 from handlers.auth import Authenticator, AuthUser, InvalidToken
 from handlers.errors import ApiError
+from infra.events import EventSender
 from infra.runtime import Services
+from turns.streaming import TurnHost, TurnTasks
 
 _bearer = HTTPBearer(auto_error=False)
+
+
+def provide(
+    app: FastAPI,
+    *,
+    services: Services,
+    authenticator: Authenticator,
+    events: EventSender,
+    tools: list[BaseTool],
+    turns: TurnTasks,
+) -> None:
+    """Hand the app's shared objects to the dependencies below."""
+    app.state.services = services
+    app.state.authenticator = authenticator
+    app.state.events = events
+    app.state.tools = tools
+    app.state.turns = turns
 
 
 # async: FastAPI runs a plain `def` dependency on its thread pool, a hop every request pays.
@@ -22,14 +47,54 @@ async def get_services(request: Request) -> Services:
     return services
 
 
+async def get_events(request: Request) -> EventSender:
+    """The Inngest client the routes send their events with."""
+    events: EventSender = request.app.state.events
+    return events
+
+
+async def get_tools(request: Request) -> list[BaseTool]:
+    """The agent's tools, which a turn's graph is built with."""
+    tools: list[BaseTool] = request.app.state.tools
+    return tools
+
+
+async def get_turns(request: Request) -> TurnTasks:
+    """The turns running detached from their response, which the app's shutdown waits for."""
+    turns: TurnTasks = request.app.state.turns
+    return turns
+
+
+async def get_authenticator(request: Request) -> Authenticator:
+    authenticator: Authenticator = request.app.state.authenticator
+    return authenticator
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+EventsDep = Annotated[EventSender, Depends(get_events)]
+ToolsDep = Annotated[list[BaseTool], Depends(get_tools)]
+TurnsDep = Annotated[TurnTasks, Depends(get_turns)]
+AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
+
+
+async def get_turn_host(
+    services: ServicesDep, events: EventsDep, tools: ToolsDep, turns: TurnsDep
+) -> TurnHost:
+    """What a route that starts a turn lends it."""
+    return TurnHost(services=services, events=events, tools=tools, turns=turns)
+
+
 async def get_current_user(
-    request: Request,
+    authenticator: AuthenticatorDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> AuthUser:
     if credentials is None:
         raise InvalidToken
-    authenticator: Authenticator = request.app.state.authenticator
     return await authenticator.verify(credentials.credentials)
+
+
+TurnHostDep = Annotated[TurnHost, Depends(get_turn_host)]
+CurrentUser = Annotated[AuthUser, Depends(get_current_user)]
 
 
 async def known_query_only(request: Request) -> None:
@@ -48,7 +113,3 @@ def _query_names(dependant: Dependant) -> set[str]:
     for dependency in dependant.dependencies:
         names |= _query_names(dependency)
     return names
-
-
-ServicesDep = Annotated[Services, Depends(get_services)]
-CurrentUser = Annotated[AuthUser, Depends(get_current_user)]

@@ -43,12 +43,22 @@ async def send_cancel(
     sender: EventSender, *, chat_id: UUID, assistant_id: str, message_id: UUID
 ) -> None:
     """Stop the run of the job whose reply is `message_id`. The job already ended in the
-    database, so a failed send only means the run stops at its next write instead: logged."""
+    database, so a failed send only means the run stops at its next write instead."""
     data = {"chatId": str(chat_id), "assistantId": assistant_id, "messageId": str(message_id)}
+    await send_control(sender, CANCEL_EVENT, data)
+
+
+async def send_control(sender: EventSender, name: str, data: dict[str, str]) -> None:
+    """Send an event that stops or wakes a run (`chat/cancel`, `chat/tool_approval`,
+    `chat/user_answer`, `chat/resume`), after the database holds what it stands for.
+
+    A failed send is logged, not raised: the user's request has taken effect, and the run finds
+    it without the event (at its next write, or when its wait ends: functions/wakes.py).
+    """
     try:
-        await sender.send(inngest.Event(name=CANCEL_EVENT, data=data))
+        await sender.send(inngest.Event(name=name, data=data))
     except Exception:
-        logger.exception("chat/cancel not sent", extra={"chat_id": str(chat_id)})
+        logger.exception("%s not sent", name, extra={"chat_id": data.get("chatId")})
 
 
 def create_inngest_client(settings: Settings) -> inngest.Inngest:

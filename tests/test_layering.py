@@ -3,7 +3,9 @@
 The rules among our own packages are import-linter contracts in pyproject.toml; this runs them.
 What a contract cannot say is checked here on grimp's graph: agent/ imports only the stdlib and
 an allow-list of third-party packages, and `langchain` only inside a function (grimp records
-every import's line, not whether a function encloses it, so `ast` answers that).
+every import's line, not whether a function encloses it, so `ast` answers that); and the
+modules of handlers/ import no other of handlers/ but its shared helpers, a rule that must also
+hold for a module added later, which a contract would have to be told of.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 # What agent/ may import anywhere; `langchain` itself only inside a function.
 AGENT_ALLOWED = frozenset({"agent", "langchain_core", "langgraph", "pydantic"})
 AGENT_LAZY_ONLY = "langchain"
+
+# What every module of handlers/ may import of handlers/; what two routes share beyond these
+# belongs in turns/. The app factory and the Lambda's entry put the routes together.
+HANDLERS_SHARED = frozenset(
+    f"handlers.{name}" for name in ("auth", "deps", "errors", "fields", "sse")
+)
+HANDLERS_ASSEMBLY = frozenset({"handlers/app.py", "handlers/lambda_respond.py"})
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,15 @@ def outside_allow_list(found: list[Import], allowed: frozenset[str]) -> list[Imp
     ]
 
 
+def cross_imports(
+    found: list[Import], package: str, shared: frozenset[str], assembly: frozenset[str]
+) -> list[Import]:
+    """Imports of `package`'s own modules but `shared`, by modules not in `assembly` (paths)."""
+    return [
+        i for i in found if i.root == package and i.module not in shared and i.path not in assembly
+    ]
+
+
 def eager(found: list[Import], package: str) -> list[Import]:
     return [i for i in found if i.root == package and not i.lazy]
 
@@ -141,7 +159,66 @@ def test_agent_imports_langchain_only_lazily(agent_imports: list[Import]) -> Non
     assert not bad, "agent/ must import langchain inside a function:\n" + offenders(bad)
 
 
+def test_handler_modules_import_only_the_shared_helpers_of_handlers() -> None:
+    found = imports_of(build_graph("handlers"), "handlers", ROOT)
+    # Guards against a vacuous pass: the check sees imports within handlers/.
+    assert any(i.module == "handlers.deps" for i in found)
+    bad = cross_imports(found, "handlers", HANDLERS_SHARED, HANDLERS_ASSEMBLY)
+    assert not bad, (
+        "a module of handlers/ imports another that is not a shared helper "
+        f"({', '.join(sorted(HANDLERS_SHARED))}); move what they share to turns/:\n"
+        + offenders(bad)
+    )
+
+
+def app_state_reads(path: Path) -> list[int]:
+    """The lines of the module at `path` that reach the app's state through a request or a
+    route's app (`request.app.state`, `x.app.state`)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return sorted(
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr == "state"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "app"
+    )
+
+
+def test_routes_take_the_app_state_through_dependencies_only() -> None:
+    # handlers/deps.py hands out what the app holds; a route names it in its signature.
+    reads = {
+        path.relative_to(ROOT).as_posix(): lines
+        for path in sorted((ROOT / "handlers").glob("*.py"))
+        if path.name != "deps.py" and (lines := app_state_reads(path))
+    }
+    assert reads == {}, "read the app's state through handlers/deps.py instead"
+    assert app_state_reads(ROOT / "handlers" / "deps.py")  # guards against a vacuous pass
+
+
 # --- the checks themselves --------------------------------------------------------------------
+
+# Imports in every place the checks must look.
+PROBE_SOURCE = """\
+from typing import TYPE_CHECKING
+import os, fastapi.routing
+from . import state
+from .state import AgentState
+if os.name:
+    import psycopg
+try:
+    from langchain import chat_models
+except ImportError:
+    pass
+class Holder:
+    import infra.db
+def make() -> None:
+    from langchain.chat_models import init_chat_model
+    async def inner() -> None:
+        import boto3
+if TYPE_CHECKING:
+    import httpx
+"""
 
 
 def test_the_checks_see_nested_relative_lazy_and_type_checking_imports(
@@ -152,26 +229,7 @@ def test_the_checks_see_nested_relative_lazy_and_type_checking_imports(
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "state.py").write_text("")
-    (package / "probe.py").write_text(
-        "from typing import TYPE_CHECKING\n"
-        "import os, fastapi.routing\n"
-        "from . import state\n"
-        "from .state import AgentState\n"
-        "if os.name:\n"
-        "    import psycopg\n"
-        "try:\n"
-        "    from langchain import chat_models\n"
-        "except ImportError:\n"
-        "    pass\n"
-        "class Holder:\n"
-        "    import infra.db\n"
-        "def make() -> None:\n"
-        "    from langchain.chat_models import init_chat_model\n"
-        "    async def inner() -> None:\n"
-        "        import boto3\n"
-        "if TYPE_CHECKING:\n"
-        "    import httpx\n"
-    )
+    (package / "probe.py").write_text(PROBE_SOURCE)
     monkeypatch.syspath_prepend(tmp_path)
 
     # WHEN its imports are read

@@ -1,0 +1,227 @@
+"""A turn from its request to its stream: the Turn a new message (or a message answered again)
+makes, its start, and the events its response relays.
+
+Respond and regenerate differ only in how they find the message to answer; from the Turn on,
+both go through `stream_turn`. The events come out as (name, data) pairs for the shell to frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.tools import BaseTool
+from opentelemetry import trace
+from opentelemetry.trace import Span
+
+from agent.model import model_config
+from agent.threads import thread_key
+from infra import telemetry
+from infra.db import Pool
+from infra.events import EventSender, send_cancel
+from infra.runtime import Services
+from infra.settings import Settings
+from infra.store.branches import Edit
+from infra.store.ids import ChatId, MessageId, UserId
+from infra.store.limits import TurnLimits
+from infra.store.steers import SteeredJob
+from turns.engine import Run, load_run
+from turns.quick import Emit, run_turn
+from turns.start import Slot, Strategy, start_turn
+from turns.turn import Turn
+
+Event = tuple[str, dict[str, Any]]
+# The turns running detached from their responses.
+TurnTasks = set[asyncio.Task[Any]]
+
+
+@dataclass(frozen=True)
+class TurnStream:
+    """What a turn's response relays: its events and, while it runs, the turn itself, which
+    the request waits for even once its client has gone (`None`: nothing runs)."""
+
+    events: AsyncIterator[Event]
+    turn: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True)
+class TurnHost:
+    """What the process serving turns lends each of them: its services and event client, the
+    agent's tools, and the set of turns still running, which its shutdown waits for."""
+
+    services: Services
+    events: EventSender
+    tools: Sequence[BaseTool]
+    turns: TurnTasks
+
+
+def new_turn(
+    settings: Settings,
+    *,
+    user_id: UserId,
+    chat_id: ChatId,
+    assistant_id: str,
+    content: str,
+    user_message_id: MessageId | None = None,
+    edit: Edit | None = None,
+) -> Turn:
+    """A turn answering `content`: its reply, run and job get new ids; the user's message gets
+    one too unless `user_message_id` names it."""
+    return Turn(
+        user_id=user_id,
+        chat_id=chat_id,
+        assistant_id=assistant_id,
+        thread_id=thread_key(chat_id, assistant_id),
+        user_message_id=user_message_id or MessageId(uuid.uuid4()),
+        root_message_id=MessageId(uuid.uuid4()),
+        run_id=str(uuid.uuid4()),
+        content=content,
+        model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
+        job_key=str(uuid.uuid4()),
+        edit=edit,
+    )
+
+
+def turn_limits(settings: Settings) -> TurnLimits:
+    return TurnLimits(
+        max_active=settings.max_active_turns_per_user,
+        per_minute=settings.max_turns_per_minute,
+        lease_s=settings.turn_lease_s,
+        daily_tokens=settings.max_user_daily_tokens,
+    )
+
+
+async def stream_turn(
+    turn: Turn, strategy: Strategy, claims: dict[str, Any], host: TurnHost, *, started: float
+) -> TurnStream:
+    """Start `turn` (its message stored, the chat's slot taken by `strategy`) and stream it.
+    `started`: when its request began (perf_counter)."""
+    pool = await host.services.pool()
+    # The turn's trace begins here and goes with it, into the background too.
+    span = telemetry.tracer.start_span(
+        "invoke_agent handoff",
+        attributes={"gen_ai.operation.name": "invoke_agent", **turn.attributes},
+    )
+    turn = turn.model_copy(update={"trace": telemetry.carrier(span)})
+    run, slot = await _start(pool, turn, strategy, claims, host, span)
+    if slot.steered is not None:
+        _drop(run)
+        span.set_attribute("handoff.steered", True)
+        span.end()
+        return _steered(turn, slot.steered)
+    if slot.queued:
+        _drop(run)
+        span.set_attribute("handoff.queued", True)
+        span.end()
+        return _queued(turn, "enqueue" if strategy == "steer" else None)
+    stopped = slot.interrupted
+    if stopped is not None and stopped.message_id is not None and not stopped.quick:
+        # Not awaited: the new turn's first token does not wait for the old run's stop.
+        stop = send_cancel(
+            host.events,
+            chat_id=turn.chat_id,
+            assistant_id=turn.assistant_id,
+            message_id=stopped.message_id,
+        )
+        _keep(host.turns, asyncio.create_task(stop))
+    return _relay(
+        host.turns,
+        lambda emit: run_turn(
+            turn, host.services, host.events, emit, run=run, span=span, started=started
+        ),
+    )
+
+
+async def _start(
+    pool: Pool, turn: Turn, strategy: Strategy, claims: dict[str, Any], host: TurnHost, span: Span
+) -> tuple[asyncio.Task[Run], Slot]:
+    """Take the chat's slot with the user's message, while the thread's history loads."""
+    settings = host.services.settings
+    with trace.use_span(span):
+        # Both stand between the request and its first token and neither needs the other, so
+        # the thread's history loads while the user's message is stored. If the chat turns out
+        # not to be the caller's, the history is dropped unread: none of it reaches the response.
+        run = asyncio.create_task(load_run(pool, turn, host.tools, settings))
+        try:
+            slot = await start_turn(
+                pool, claims, turn, strategy=strategy, turn_limits=turn_limits(settings)
+            )
+        except BaseException:
+            _drop(run)
+            span.end()
+            raise
+    return run, slot
+
+
+def _queued(turn: Turn, strategy: str | None) -> TurnStream:
+    """A turn that waits behind the active job: its reply streams in the background later.
+    `strategy` says how it was taken when that differs from what was asked (a steer that
+    could not join a quick path is enqueued)."""
+    metadata: dict[str, str] = turn.stream_metadata()
+    if strategy:
+        metadata["strategy"] = strategy
+    return _fixed([("metadata", metadata), ("handoff", turn.handoff_event(strategy))])
+
+
+def _steered(turn: Turn, steered: SteeredJob) -> TurnStream:
+    """A message that joined the running job: that job's reply is the one to follow."""
+    reply = str(steered.reply_id)
+    metadata = {**turn.stream_metadata(), "assistantMessageId": reply, "strategy": "steer"}
+    handoff = {
+        "assistantMessageId": reply,
+        "eventId": steered.job_key,
+        "status": "steered",
+        "strategy": "steer",
+    }
+    return _fixed([("metadata", metadata), ("handoff", handoff)])
+
+
+def _fixed(events: list[Event]) -> TurnStream:
+    async def stream() -> AsyncIterator[Event]:
+        for event in events:
+            yield event
+
+    return TurnStream(stream())
+
+
+def _relay(tasks: TurnTasks, turn: Callable[[Emit], Coroutine[Any, Any, None]]) -> TurnStream:
+    """Run the turn detached from the response, which relays what it emits: the turn completes
+    even if the client disconnects."""
+    queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+    async def emit(event: str, data: dict[str, Any]) -> None:
+        queue.put_nowait((event, data))
+
+    task = asyncio.create_task(turn(emit))
+    _keep(tasks, task)
+    # The stream stays open until the turn's work is done (the handoff event sent), so a
+    # platform that freezes the process once the response ends cannot freeze it half-way.
+    task.add_done_callback(lambda _: queue.put_nowait(None))
+
+    async def stream() -> AsyncIterator[Event]:
+        while (item := await queue.get()) is not None:
+            yield item
+        # Before the response ends, after which Lambda may freeze the process.
+        await telemetry.flush_on_lambda()
+
+    return TurnStream(stream(), turn=task)
+
+
+def _keep(tasks: TurnTasks, task: asyncio.Task[Any]) -> None:
+    """Hold a detached task until it ends; the app's shutdown waits for what is held."""
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+
+
+def _drop(task: asyncio.Task[Any]) -> None:
+    task.cancel()
+    task.add_done_callback(_discard)
+
+
+def _discard(task: asyncio.Task[Any]) -> None:
+    """Retrieve a dropped task's outcome, so asyncio does not log it as never retrieved."""
+    if not task.cancelled():
+        task.exception()
