@@ -8,6 +8,10 @@ subscription is lost, it polls the history instead. A tool call that needs appro
 question of the model are asked on the terminal when there is a keyboard to answer them;
 otherwise it says where to answer. Everything the model or a tool wrote is printed with its
 control, bidi and invisible characters escaped.
+
+By concern: client.py speaks HTTP (the session, the turn's SSE stream, the control routes),
+subscription.py follows the chat's rows, follow.py a reply in the background and what it asks,
+screen.py is what is printed; this module is the command that joins them.
 """
 
 from __future__ import annotations
