@@ -44,8 +44,8 @@ const chatPath = (chatId, rest = '') => `/api/chat/${chatId}${rest}`;
 const POST_EMPTY = { method: 'POST', body: {} };
 
 export class HandoffClient extends EventTarget {
-  // `createClient`: supabase-js's, for Realtime; `origin`: the server's, which supabase-js
-  // derives the websocket URL (/realtime/v1/websocket) from.
+  // `origin`: the server's, which every request and supabase-js's websocket URL
+  // (/realtime/v1/websocket) are made from; `createClient`: supabase-js's, for Realtime.
   constructor({ origin, createClient }) {
     super();
     this.origin = origin;
@@ -67,7 +67,7 @@ export class HandoffClient extends EventTarget {
     if (body !== undefined) headers['Content-Type'] = 'application/json';
     let response;
     try {
-      response = await fetch(path, {
+      response = await fetch(`${this.origin}${path}`, {
         method,
         headers,
         body: body === undefined ? undefined : JSON.stringify(body),
@@ -112,7 +112,7 @@ export class HandoffClient extends EventTarget {
   // RequestError: status 0 when the server cannot be reached, else the server's error.
   async stream(path, body, signal) {
     const post = () =>
-      fetch(path, {
+      fetch(`${this.origin}${path}`, {
         method: 'POST',
         headers: {
           Authorization: `Bearer ${this.session.token}`,
