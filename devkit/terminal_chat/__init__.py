@@ -10,8 +10,8 @@ otherwise it says where to answer. Everything the model or a tool wrote is print
 control, bidi and invisible characters escaped.
 
 By concern: client.py speaks HTTP (the session, the turn's SSE stream, the control routes),
-subscription.py follows the chat's rows, follow.py a reply in the background and what it asks,
-screen.py is what is printed; this module is the command that joins them.
+subscription.py follows the chat's rows, background.py a reply in the background and what it
+asks, screen.py is what is printed; this module is the command that joins them.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from uuid import UUID
 
 import httpx
 
+from devkit.terminal_chat.background import Ask, follow
 from devkit.terminal_chat.client import ChatFailed, Session, cancel_turn, stream_turn
-from devkit.terminal_chat.follow import Ask, follow
 from devkit.terminal_chat.screen import Screen, printable
 from devkit.terminal_chat.subscription import message_changes
 
