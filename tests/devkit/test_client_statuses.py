@@ -11,12 +11,12 @@ import pytest
 from devkit.dev_routes import PAGE_DIR
 from infra.store.statuses import ENDED_REPLY_STATUSES, LIVE_REPLY_STATUSES
 
-CHAT_JS = PAGE_DIR / "chat.js"
+STATUSES_JS = PAGE_DIR / "statuses.js"
 
 
 def js_set(name: str) -> set[str]:
-    """The strings of `const <name> = new Set([...]);` in chat.js."""
-    found = re.search(rf"const {name} = new Set\(\[([^\]]*)\]\)", CHAT_JS.read_text())
+    """The strings of `const <name> = new Set([...]);` in the page's statuses module."""
+    found = re.search(rf"const {name} = new Set\(\[([^\]]*)\]\)", STATUSES_JS.read_text())
     assert found, name
     return set(re.findall(r"'([a-z_]+)'", found.group(1)))
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import posixpath
+import re
 import uuid
 
 import httpx
@@ -43,6 +45,34 @@ async def test_the_page_and_its_script_are_served(database_url: str) -> None:
     assert "javascript" in vendored.headers["content-type"]
     assert vendored.text.startswith("var supabase=")
     assert outside.status_code == 404
+
+
+# `import … from './x.js'` and `import('./x.js')`: the modules a page module loads.
+IMPORTED = re.compile(r"""(?:\bfrom\s*|\bimport\s*\(?\s*)['"](\.{1,2}/[^'"]+)['"]""")
+
+
+async def test_every_module_the_page_imports_is_served_as_javascript(database_url: str) -> None:
+    """The page's script is ES modules with no build step: each one that chat.js reaches, by
+    relative import, must load in the browser, which runs a module only with a JavaScript
+    type."""
+    transport = dev_app(database_url)
+    seen: dict[str, httpx.Response] = {}
+    waiting = ["/dev/chat.js"]
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:8000") as http:
+        while waiting:
+            path = waiting.pop()
+            if path in seen:
+                continue
+            seen[path] = response = await http.get(path)
+            for imported in IMPORTED.findall(response.text):
+                waiting.append(
+                    posixpath.normpath(posixpath.join(posixpath.dirname(path), imported))
+                )
+    # the protocol client is among them, and every module answers 200 with a JavaScript type
+    assert "/dev/protocol/client.js" in seen
+    assert "/dev/protocol/feed.js" in seen
+    assert {path: r.status_code for path, r in seen.items()} == dict.fromkeys(seen, 200)
+    assert all("javascript" in r.headers["content-type"] for r in seen.values())
 
 
 async def test_the_session_is_the_demo_users_and_only_for_this_machine(database_url: str) -> None:

@@ -1,0 +1,113 @@
+// The chats list, and opening a chat: its messages, followed live through a ChatFeed whose view
+// is this page.
+
+import { ChatFeed } from './protocol/feed.js';
+import { activeReply, applyChange, applyHistory, state } from './conversation.js';
+import { afterRender, renderAll, rerender } from './messages.js';
+import { els, formatTime, setFeedState, showBanner, showComposerError } from './page.js';
+
+function chatLink(chat) {
+  const link = document.createElement('a');
+  link.href = `#chat=${chat.id}`;
+  link.className = 'chat-link';
+  link.dataset.testid = 'chat-item';
+  link.dataset.chatId = chat.id;
+  if (chat.id === state.chatId) link.setAttribute('aria-current', 'page');
+  const title = document.createElement('span');
+  title.className = 'chat-link-title';
+  title.textContent = chat.title || 'Untitled chat';
+  const when = document.createElement('span');
+  when.className = 'chat-link-time';
+  when.textContent = formatTime(chat.updatedAt || chat.createdAt);
+  link.append(title, when);
+  return link;
+}
+
+function renderChats() {
+  els.chatList.replaceChildren(
+    ...state.chats.map((chat) => {
+      const item = document.createElement('li');
+      item.append(chatLink(chat));
+      return item;
+    }),
+  );
+  const current = state.chats.find((chat) => chat.id === state.chatId);
+  els.title.textContent = current ? current.title || 'Untitled chat' : 'Chat';
+  document.title = `${els.title.textContent} · Handoff`;
+}
+
+export function chatFromHash() {
+  const match = /(?:^#|&)chat=([0-9a-fA-F-]{36})/.exec(window.location.hash);
+  return match ? match[1].toLowerCase() : null;
+}
+
+export async function loadChats() {
+  const { chats } = await state.client.chats();
+  state.chats = chats;
+  renderChats();
+}
+
+function reportLoadError(error) {
+  if (error.name === 'AbortError') return;
+  showBanner(`Could not load this chat: ${error.message}`);
+}
+
+// What the feed observes, onto the page.
+const feedView = {
+  history: applyHistory,
+  changes(payloads) {
+    for (const payload of payloads) applyChange(payload);
+    renderAll();
+  },
+  change(payload) {
+    if (!payload.new) return;
+    const message = applyChange(payload);
+    if (message) rerender(message);
+    else if (payload.table === 'message') renderAll();
+  },
+  status: setFeedState,
+  banner: showBanner,
+  failed: reportLoadError,
+  lastDraftSeq: (id) => state.messages.get(id)?.draftSeq ?? -1,
+  replyRunning: () => Boolean(activeReply()),
+};
+
+export function openChat(chatId) {
+  if (chatId === state.chatId && state.feed) return;
+  state.generation += 1;
+  const leaving = state.feed ? state.feed.close() : Promise.resolve();
+  state.feed = null;
+  for (const turn of state.turns) turn.controller.abort();
+  state.turns = new Set();
+  state.sending = false;
+  state.chatId = chatId;
+  state.messages = new Map();
+  state.drafts = new Map();
+  for (const entry of state.timelines.values()) clearTimeout(entry.timer);
+  state.timelines = new Map();
+  els.messages.replaceChildren();
+  showComposerError('');
+  showBanner('');
+  if (window.location.hash !== `#chat=${chatId}`) {
+    history.replaceState(null, '', `#chat=${chatId}`);
+  }
+  renderChats();
+  afterRender();
+  state.feed = new ChatFeed(state.client, chatId, feedView);
+  state.feed.open(leaving);
+}
+
+export async function newChat() {
+  els.newChat.disabled = true;
+  try {
+    const chat = await state.client.createChat();
+    state.chats = [chat, ...state.chats.filter((c) => c.id !== chat.id)];
+    window.location.hash = `chat=${chat.id}`;
+    openChat(chat.id);
+    els.input.focus();
+  } catch (error) {
+    showBanner(`Could not create a chat: ${error.message}`);
+  } finally {
+    els.newChat.disabled = false;
+  }
+}

@@ -1,0 +1,230 @@
+// Sending a message and streaming its reply (the quick path's SSE stream into the reply's
+// bubble), and the chat's controls: cancel, pause, regenerate.
+
+import { uuid4 } from './protocol/client.js';
+import { readSse } from './protocol/sse.js';
+import { activeReply, controls, pausingNow, state, upsert } from './conversation.js';
+import { adoptStoredId, renderAll, renderMessage, rerender } from './messages.js';
+import { els, showComposerError } from './page.js';
+
+export async function send() {
+  const content = els.input.value;
+  if (!content.trim() || !state.chatId || state.sending) return;
+  showComposerError('');
+  const chatId = state.chatId;
+  const generation = state.generation;
+  const userMessage = upsert(uuid4(), 'user');
+  Object.assign(userMessage, { content, status: 'completed', local: true });
+  const controller = new AbortController();
+  state.sending = true;
+  els.input.value = '';
+  state.stickToBottom = true;
+  rerender(userMessage);
+
+  const current = () => generation === state.generation;
+  const refused = (text) => {
+    if (!current()) return;
+    state.sending = false;
+    state.messages.delete(userMessage.id);
+    // The typed text goes back unless something new was typed meanwhile.
+    if (!els.input.value) els.input.value = content;
+    showComposerError(text);
+    renderAll();
+  };
+
+  const body = {
+    chatId,
+    content,
+    userMessageId: userMessage.id,
+    multitaskStrategy: els.strategy.value,
+  };
+  let response;
+  try {
+    // (Nothing is stored on a 401: the client renews the token once and sends it again.)
+    response = await state.client.respond(body, controller.signal);
+  } catch (error) {
+    if (error.name === 'AbortError') return;
+    refused(
+      error.status === 0
+        ? 'Not sent: the server cannot be reached. Your message is still in the box.'
+        : `Not sent: ${error.message}`,
+    );
+    return;
+  }
+  if (!current()) {
+    controller.abort();
+    return;
+  }
+  // Accepted: another message may follow now (its strategy decides what happens to this one).
+  state.sending = false;
+  await streamReply(response, { controller, current, userMessage });
+}
+
+// The turn's `metadata` event: the user message under its stored id, and the reply it opens
+// (none for a message steered into the running reply).
+function onMetadata(turn, data, userMessage) {
+  if (userMessage) adoptStoredId(userMessage, data.userMessageId);
+  // (under its stored id, in its place)
+  const stored = state.messages.get(data.userMessageId);
+  if (stored) renderMessage(stored);
+  if (data.strategy === 'steer') {
+    // Joined the reply that runs: no reply of its own; that one answers it too.
+    if (userMessage) {
+      userMessage.steeredInto = data.assistantMessageId;
+      rerender(userMessage);
+    }
+    return null;
+  }
+  turn.assistantMessageId = data.assistantMessageId;
+  turn.streaming = true;
+  const known = state.messages.has(data.assistantMessageId);
+  const assistant = upsert(data.assistantMessageId, 'assistant');
+  assistant.local = !known;
+  assistant.parentMessageId = data.userMessageId;
+  rerender(assistant);
+  return assistant;
+}
+
+// The events after `metadata`, into the reply; the reply (made for an error without one).
+function onReplyEvent(turn, event, data, assistant) {
+  if (event === 'token' && assistant) {
+    assistant.content += data.text;
+  } else if (event === 'handoff' && assistant) {
+    turn.streaming = false;
+    // The stored row may have been seen already: never step back from what it said.
+    if (assistant.status === 'streaming') assistant.status = 'queued';
+  } else if (event === 'done' && assistant) {
+    turn.streaming = false;
+    assistant.content = data.content;
+    assistant.status = 'completed';
+  } else if (event === 'error') {
+    turn.streaming = false;
+    assistant = assistant || upsert(turn.assistantMessageId || uuid4(), 'assistant');
+    if (data.code === 'interrupted') {
+      // A cancel or a newer message took its place: what was streamed is kept, canceled.
+      assistant.status = 'canceled';
+    } else {
+      // The reply as stored: what was streamed stays, and the plain words follow it.
+      assistant.status = 'error';
+      assistant.content = data.content ?? data.message;
+    }
+  } else {
+    return assistant;
+  }
+  rerender(assistant);
+  return assistant;
+}
+
+// A turn's SSE stream (respond or regenerate) into the reply's bubble: `metadata`, `token`s,
+// then `done`, `handoff` or `error`.
+export async function streamReply(response, { controller, current, userMessage }) {
+  const turn = { controller, streaming: false, assistantMessageId: null };
+  state.turns.add(turn);
+  updateControls();
+
+  let assistant = null;
+  try {
+    await readSse(response, (event, data) => {
+      if (!current()) return;
+      if (event === 'metadata') assistant = onMetadata(turn, data, userMessage);
+      else assistant = onReplyEvent(turn, event, data, assistant);
+    });
+  } catch (error) {
+    if (error.name === 'AbortError' || !current()) return;
+    showComposerError('The connection dropped while the reply streamed; it goes on on the server.');
+  } finally {
+    turn.streaming = false;
+    state.turns.delete(turn);
+    if (current()) {
+      if (assistant) rerender(assistant);
+      updateControls();
+    }
+  }
+}
+
+export async function cancel() {
+  if (!state.chatId) return;
+  els.cancel.disabled = true;
+  showComposerError('');
+  try {
+    const result = await state.client.cancel(state.chatId);
+    if (!state.feed?.up && result && result.canceled) await state.feed?.refresh();
+  } catch (error) {
+    showComposerError(`Could not cancel: ${error.message}`);
+  } finally {
+    updateControls();
+  }
+}
+
+export async function pause() {
+  if (!state.chatId) return;
+  els.pause.disabled = true;
+  showComposerError('');
+  try {
+    const result = await state.client.pause(state.chatId);
+    controls.pausing = result.assistantMessageId;
+    const message = state.messages.get(result.assistantMessageId);
+    if (message) rerender(message);
+  } catch (error) {
+    showComposerError(`Could not pause: ${error.message}`);
+  } finally {
+    updateControls();
+  }
+}
+
+// Answer the reply's user message again, on a new branch; the new reply streams in its place.
+export async function regenerate(reply) {
+  if (!state.chatId || controls.regenerating) return;
+  showComposerError('');
+  const chatId = state.chatId;
+  const generation = state.generation;
+  const current = () => generation === state.generation;
+  const controller = new AbortController();
+  controls.regenerating = true;
+  updateControls();
+  try {
+    let response;
+    try {
+      response = await state.client.regenerate(chatId, reply.id, controller.signal);
+    } catch (error) {
+      if (error.name === 'AbortError' || !current()) return;
+      showComposerError(
+        error.status === 0
+          ? 'Not regenerated: the server cannot be reached.'
+          : `Not regenerated: ${error.message}`,
+      );
+      return;
+    }
+    if (!current()) {
+      controller.abort();
+      return;
+    }
+    // The replaced reply, and whatever followed it, are on the old branch now.
+    const ids = [...state.messages.keys()];
+    const from = ids.indexOf(reply.id);
+    for (const id of from >= 0 ? ids.slice(from) : []) state.messages.delete(id);
+    renderAll();
+    const userMessage = state.messages.get(reply.parentMessageId) ?? null;
+    await streamReply(response, { controller, current, userMessage });
+  } finally {
+    controls.regenerating = false;
+    if (current()) updateControls();
+  }
+}
+
+export function updateControls() {
+  const active = activeReply();
+  const running = state.turns.size > 0 || Boolean(active);
+  els.cancel.disabled = !running || !state.chatId;
+  els.send.disabled = !state.chatId || state.sending;
+  // A reply can be paused while it runs, once; a paused one is resumed from its bubble.
+  els.pause.disabled =
+    !running ||
+    !state.chatId ||
+    active?.status === 'paused' ||
+    Boolean(active && pausingNow(active));
+  // Answering again waits for the chat's running reply (the server would refuse: 409).
+  for (const button of els.messages.querySelectorAll('[data-testid="regenerate"]')) {
+    button.disabled = running || controls.regenerating;
+  }
+}

@@ -1,0 +1,221 @@
+// What the page holds of the open chat: its messages as shown (the server's fields, and what
+// this page streamed, decided and answered), and how a stored row, a draft or the history
+// changes them. No DOM here.
+
+import { ACTIVE, ENDED } from './statuses.js';
+
+const ASSISTANT_ID = 'default';
+
+export const state = {
+  client: null,
+  session: null,
+  chats: [],
+  chatId: null,
+  // This chat's live feed (protocol/feed.js).
+  feed: null,
+  // This chat's messages, in display order, by id.
+  messages: new Map(),
+  // Drafts that arrived before their message row.
+  drafts: new Map(),
+  // Turns this page sent whose SSE stream is still open (the quick path), and whether a
+  // message is on its way.
+  turns: new Set(),
+  sending: false,
+  generation: 0,
+  // The replies' timelines this page opened, by message id.
+  timelines: new Map(),
+  stickToBottom: true,
+};
+
+// What this page asked of the server and is waiting to see in the rows.
+export const controls = {
+  // The reply a pause was asked for, until its row says `paused` (or it ends).
+  pausing: null,
+  regenerating: false,
+  // The branches shown in the switcher, and what they were loaded for.
+  branchesKey: '',
+  branchesTimer: null,
+  branchesRequest: 0,
+  activeBranchId: null,
+};
+
+// A message as shown: server fields plus what this page streamed.
+function blankMessage(id, role) {
+  return {
+    id,
+    role,
+    content: '',
+    // An assistant message this page learns of before its row is one being written.
+    status: role === 'assistant' ? 'streaming' : 'completed',
+    createdAt: new Date().toISOString(),
+    parentMessageId: null,
+    pendingApproval: null,
+    // The model's question (status awaiting_input): questionId, question, options, context.
+    pendingQuestion: null,
+    progress: [],
+    // The turn's token usage (`metadata.usage`: each model call, and their sum).
+    usage: null,
+    draft: null,
+    draftSeq: -1,
+    decided: new Set(),
+    // Questions this page answered (the row says awaiting_input until the job reads it).
+    answered: new Set(),
+    // A user message sent with `steer`: the reply it joined.
+    steeredInto: null,
+    local: false,
+  };
+}
+
+export function upsert(id, role) {
+  let message = state.messages.get(id);
+  if (!message) {
+    message = blankMessage(id, role);
+    state.messages.set(id, message);
+  }
+  const draft = state.drafts.get(id);
+  if (draft) {
+    state.drafts.delete(id);
+    applyDraftTo(message, draft);
+  }
+  return message;
+}
+
+// The text the user should see: a running reply shows its newest draft (the whole text so far),
+// an ended one its content, which the server set from the final state or, on cancel, from the
+// last draft.
+export function shownText(message) {
+  if (ACTIVE.has(message.status) && message.draft !== null) {
+    return message.draft.length >= message.content.length ? message.draft : message.content;
+  }
+  return message.content;
+}
+
+function applyDraftTo(message, draft) {
+  if (draft.seq <= message.draftSeq) return false;
+  message.draftSeq = draft.seq;
+  message.draft = draft.draft_content;
+  return true;
+}
+
+export function isStreamingHere(message) {
+  for (const turn of state.turns) {
+    if (turn.streaming && turn.assistantMessageId === message.id) return true;
+  }
+  return false;
+}
+
+export function activeReply() {
+  for (const message of [...state.messages.values()].reverse()) {
+    if (message.role === 'assistant' && ACTIVE.has(message.status)) return message;
+  }
+  return null;
+}
+
+export function awaitsApproval(message) {
+  const pending = message.pendingApproval;
+  return (
+    message.status === 'awaiting_approval' &&
+    Boolean(pending) &&
+    !message.decided.has(pending.toolCallId)
+  );
+}
+
+export function awaitsAnswer(message) {
+  const pending = message.pendingQuestion;
+  return (
+    message.status === 'awaiting_input' &&
+    Boolean(pending) &&
+    !message.answered.has(pending.questionId)
+  );
+}
+
+export function pausingNow(message) {
+  return (
+    controls.pausing === message.id && message.status !== 'paused' && !ENDED.has(message.status)
+  );
+}
+
+function fromHistory(row) {
+  const message = blankMessage(row.id, row.role);
+  Object.assign(message, {
+    content: row.content,
+    status: row.status,
+    createdAt: row.createdAt,
+    parentMessageId: row.parentMessageId,
+    pendingApproval: row.pendingApproval ?? null,
+    pendingQuestion: row.pendingQuestion ?? null,
+    progress: row.progress ?? [],
+    usage: row.usage ?? null,
+  });
+  return message;
+}
+
+// The stored history in place of the messages shown, keeping what only this page knows.
+export function applyHistory(rows) {
+  const previous = state.messages;
+  state.messages = new Map();
+  for (const row of rows) {
+    if (row.stale || (row.role !== 'user' && row.role !== 'assistant')) continue;
+    const message = fromHistory(row);
+    const known = previous.get(row.id);
+    if (known) {
+      // Keep what this page already holds that history does not carry.
+      message.draft = known.draft;
+      message.draftSeq = known.draftSeq;
+      message.decided = known.decided;
+      message.answered = known.answered;
+      message.steeredInto = known.steeredInto;
+      message.local = known.local;
+      if (isStreamingHere(known)) message.content = known.content;
+    }
+    // A reply still in the background comes with its latest draft; the feed's are newer.
+    if (row.draft) applyDraftTo(message, { seq: row.draft.seq, draft_content: row.draft.content });
+    state.messages.set(row.id, message);
+  }
+  // Bubbles of the turn in flight that the server has not stored yet stay at the end.
+  for (const [id, message] of previous) {
+    if (!state.messages.has(id) && message.local) state.messages.set(id, message);
+  }
+}
+
+function onMessageRow(row) {
+  if (row.assistant_id && row.assistant_id !== ASSISTANT_ID) return null;
+  if (row.role !== 'user' && row.role !== 'assistant') return null;
+  const metadata = row.metadata || {};
+  if (metadata.stale) {
+    state.messages.delete(row.id);
+    return null;
+  }
+  const message = upsert(row.id, row.role);
+  // The quick path's own stream is ahead of any stored row while it lasts.
+  if (!isStreamingHere(message) || ENDED.has(row.status)) message.content = row.content;
+  message.status = row.status;
+  message.createdAt = row.created_at || message.createdAt;
+  message.parentMessageId = row.parent_message_id;
+  message.pendingApproval = metadata.pendingApproval ?? null;
+  message.pendingQuestion = metadata.pendingQuestion ?? null;
+  message.steeredInto = metadata.steeredInto ?? message.steeredInto;
+  if (metadata.snapshot && Array.isArray(metadata.snapshot.progress)) {
+    message.progress = metadata.snapshot.progress;
+  }
+  if (metadata.usage) message.usage = metadata.usage;
+  message.local = false;
+  return message;
+}
+
+function onDraftRow(row) {
+  const message = state.messages.get(row.message_id);
+  if (!message) {
+    const held = state.drafts.get(row.message_id);
+    if (!held || held.seq < row.seq) state.drafts.set(row.message_id, row);
+    return null;
+  }
+  return applyDraftTo(message, row) ? message : null;
+}
+
+// A change of the feed: the message it changed, if one shown changed.
+export function applyChange(payload) {
+  const row = payload.new;
+  if (!row) return null;
+  return payload.table === 'message' ? onMessageRow(row) : onDraftRow(row);
+}

@@ -1,0 +1,104 @@
+"""`handoff chat`: one turn in the terminal, against a running `handoff dev`.
+
+Tokens print as they stream; once the turn hands off, a spinner shows the background job's
+progress, followed as a frontend follows it: the chat's `message` and `message_draft` rows through
+Supabase Realtime, with supabase-py's client (the dev server speaks Realtime's protocol); then the
+final text prints. Where the server cannot follow the database (no logical decoding), or the
+subscription is lost, it polls the history instead. A tool call that needs approval and a
+question of the model are asked on the terminal when there is a keyboard to answer them;
+otherwise it says where to answer. Everything the model or a tool wrote is printed with its
+control, bidi and invisible characters escaped.
+
+By concern: client.py speaks HTTP (the session, the turn's SSE stream, the control routes),
+subscription.py follows the chat's rows, background.py a reply in the background and what it
+asks, screen.py is what is printed; this module is the command that joins them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from uuid import UUID
+
+import httpx
+
+from devkit.terminal_chat.background import Ask, follow
+from devkit.terminal_chat.client import ChatFailed, Session, cancel_turn, stream_turn
+from devkit.terminal_chat.screen import Screen, printable
+from devkit.terminal_chat.subscription import message_changes
+
+
+def shown_on(screen: Screen) -> Callable[[str], None]:
+    """Streamed text onto the screen, escaped."""
+    return lambda text: screen.write(printable(text))
+
+
+def unavailable(screen: Screen) -> Callable[[str], None]:
+    """What the screen says when the live progress gives way to polling."""
+    return lambda problem: screen.line(f"(live progress unavailable: {problem} Polling instead.)")
+
+
+async def chat(
+    origin: str, content: str, chat_id: UUID | None, screen: Screen, ask: Ask | None
+) -> int:
+    """One turn; the exit status (0 when the answer completed)."""
+    timeout = httpx.Timeout(30, read=None)  # streams stay quiet while tools run
+    async with httpx.AsyncClient(base_url=origin, timeout=timeout) as http:
+        try:
+            session = await Session.open(http, chat_id)
+            async with message_changes(session, unavailable(screen)) as changes:
+                shown, handed_off = await stream_turn(session, content, shown_on(screen))
+                if handed_off is None:
+                    screen.line("")
+                    return 0
+                try:
+                    final = await follow(session, changes, handed_off, screen, ask, shown)
+                except asyncio.CancelledError:
+                    # Ctrl-C: the background job stops too, not only this terminal.
+                    screen.line("\n" + await asyncio.shield(cancel_turn(session)))
+                    raise
+        except ChatFailed as exc:
+            screen.line("")
+            print(f"handoff chat: {exc}", file=sys.stderr)
+            return 1
+    text = final["content"]
+    screen.line(printable(text[len(shown) :].lstrip("\n") if text.startswith(shown) else text))
+    if final["status"] != "completed":
+        screen.line(f"[{final['status']}]")
+    return 0 if final["status"] == "completed" else 1
+
+
+async def spinning(screen: Screen, work: Awaitable[int]) -> int:
+    async def spin() -> None:
+        while True:
+            screen.tick()
+            await asyncio.sleep(0.1)
+
+    spinner = asyncio.create_task(spin())
+    try:
+        return await work
+    finally:
+        spinner.cancel()
+        screen.write("")
+
+
+async def ask_terminal(prompt: str) -> str | None:
+    try:
+        return await asyncio.to_thread(input, prompt)
+    except EOFError:
+        return None
+
+
+def run(origin: str, content: str, chat_id: UUID | None) -> int:
+    # supabase-py's realtime client logs a lost socket as an error; here it is handled (the
+    # history is polled, or the one line says the server went away), so not printed.
+    logging.getLogger("realtime").addHandler(logging.NullHandler())
+    logging.getLogger("realtime").propagate = False
+    screen = Screen(sys.stdout, animated=sys.stdout.isatty())
+    ask = ask_terminal if sys.stdin.isatty() else None
+    try:
+        return asyncio.run(spinning(screen, chat(origin, content, chat_id, screen, ask)))
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,130 @@
+"""`handoff chat`'s side of the HTTP API: the dev session, a turn's SSE stream, and the control
+routes it uses (approvals, answers, cancel, the history it polls)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import httpx
+from httpx_sse import EventSource, aconnect_sse
+
+CANCEL_TIMEOUT_S = 5
+
+
+class ChatFailed(Exception):
+    """The turn could not run; the message says why, in the user's terms."""
+
+
+def server_gone(origin: str) -> ChatFailed:
+    return ChatFailed(
+        f"the server at {origin} went away before the turn ended; once it is back, the chat"
+        " page shows the answer"
+    )
+
+
+def error_text(response: httpx.Response) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return f"HTTP {response.status_code}"
+
+
+@dataclass
+class Session:
+    http: httpx.AsyncClient
+    headers: dict[str, str]
+    chat_id: str
+    origin: str
+    token: str
+    anon_key: str
+
+    @classmethod
+    async def open(cls, http: httpx.AsyncClient, chat: UUID | None) -> Session:
+        try:
+            response = await http.get("/api/dev/session")
+        except httpx.TransportError as exc:
+            raise ChatFailed(
+                f"no Handoff dev server at {http.base_url}: start one with `handoff dev`"
+            ) from exc
+        if response.status_code != 200:
+            raise ChatFailed(f"{http.base_url} is not a `handoff dev` server")
+        body = response.json()
+        headers = {"Authorization": f"Bearer {body['token']}"}
+        origin = str(http.base_url).rstrip("/")
+        chat_id = str(chat or body["chatId"])
+        return cls(http, headers, chat_id, origin, body["token"], body["anonKey"])
+
+    async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        return await self.http.post(path, json=body, headers=self.headers)
+
+    def events(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        timeout: httpx.Timeout | None = None,
+    ) -> AbstractAsyncContextManager[EventSource]:
+        # aconnect_sse adds its Accept header to the dict it is handed: give it a copy.
+        extra = {"timeout": timeout} if timeout is not None else {}
+        headers = dict(self.headers)
+        return aconnect_sse(self.http, method, path, json=body, headers=headers, **extra)
+
+    async def approve(self, tool_call_id: str, approved: bool) -> str | None:
+        """Decide a tool call; what went wrong, if it was not recorded."""
+        path = f"/api/chat/{self.chat_id}/approvals/{tool_call_id}"
+        response = await self.post(path, {"approved": approved})
+        return None if response.is_success else error_text(response)
+
+    async def answer(self, question_id: str, reply: str) -> str | None:
+        """Answer the model's question; what went wrong, if it was not recorded."""
+        path = f"/api/chat/{self.chat_id}/answers/{question_id}"
+        response = await self.post(path, {"answer": reply})
+        return None if response.is_success else error_text(response)
+
+    async def history(self) -> httpx.Response:
+        return await self.http.get(f"/api/chat/{self.chat_id}/history", headers=self.headers)
+
+
+async def stream_turn(
+    session: Session, content: str, on_token: Callable[[str], None]
+) -> tuple[str, str | None]:
+    """Stream the quick path, each token to `on_token`; the text streamed, and the assistant
+    message id if it handed off."""
+    shown = ""
+    body = {"chatId": session.chat_id, "content": content}
+    try:
+        async with session.events("POST", "/api/chat/respond", body) as source:
+            if source.response.status_code != 200:
+                await source.response.aread()
+                raise ChatFailed(error_text(source.response))
+            async for sse in source.aiter_sse():
+                event, data = sse.event, sse.json()
+                if event == "token":
+                    shown += data["text"]
+                    on_token(data["text"])
+                elif event == "done":
+                    return data["content"], None
+                elif event == "handoff":
+                    return shown, str(data["assistantMessageId"])
+                elif event == "error":
+                    raise ChatFailed(data["message"])
+    except httpx.TransportError as exc:
+        raise server_gone(session.origin) from exc
+    raise ChatFailed("the server closed the stream before the turn ended")
+
+
+async def cancel_turn(session: Session) -> str:
+    """Cancel the chat's turn; what to show for it."""
+    try:
+        async with asyncio.timeout(CANCEL_TIMEOUT_S):
+            response = await session.post(f"/api/chat/{session.chat_id}/cancel", {})
+    except (httpx.TransportError, TimeoutError):
+        return f"[not canceled: the server at {session.origin} cannot be reached]"
+    if not response.is_success:
+        return f"[not canceled: {error_text(response)}]"
+    return "[canceled]"

@@ -1,0 +1,118 @@
+// Drives the dev page's protocol client (devkit/dev_page/protocol/) under node, with no page
+// and no DOM: signs in, follows a chat live, sends a message and reads its stream, follows the
+// reply to its end through Realtime, cancels a second turn, and renews a token the server
+// refuses. Prints what it saw as one JSON line.
+//
+// usage: node protocol_client.mjs ORIGIN PAGE_DIR
+
+import { readFileSync } from 'node:fs';
+import vm from 'node:vm';
+
+const [origin, pageDir] = process.argv.slice(2);
+// supabase-js's browser build, as the page loads it: it defines the `supabase` global.
+vm.runInThisContext(readFileSync(`${pageDir}/vendor/supabase.js`, 'utf8'));
+const { HandoffClient, uuid4 } = await import(`${pageDir}/protocol/client.js`);
+const { readSse } = await import(`${pageDir}/protocol/sse.js`);
+const { ChatFeed } = await import(`${pageDir}/protocol/feed.js`);
+
+const TIMEOUT_MS = 30000;
+const report = { states: [], events: [], rows: {}, histories: 0, renewed: 0 };
+const waiters = [];
+
+function settle() {
+  for (const waiter of [...waiters]) {
+    if (waiter.test()) {
+      waiters.splice(waiters.indexOf(waiter), 1);
+      waiter.resolve();
+    }
+  }
+}
+
+function until(test, what) {
+  if (test()) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const waiter = { test, resolve };
+    waiters.push(waiter);
+    setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), TIMEOUT_MS);
+  });
+}
+
+function onRow(payload) {
+  if (payload.table === 'message' && payload.new) {
+    report.rows[payload.new.id] = { status: payload.new.status, content: payload.new.content };
+  }
+}
+
+const view = {
+  history(rows) {
+    report.histories += 1;
+    for (const row of rows) report.rows[row.id] = { status: row.status, content: row.content };
+    settle();
+  },
+  changes(payloads) {
+    payloads.forEach(onRow);
+    settle();
+  },
+  change(payload) {
+    onRow(payload);
+    settle();
+  },
+  status(kind) {
+    report.states.push(kind);
+    settle();
+  },
+  banner() {},
+  failed(error) {
+    report.failed = error.message;
+  },
+  lastDraftSeq: () => -1,
+  replyRunning: () => false,
+};
+
+async function turn(client, chatId, content) {
+  const body = { chatId, content, userMessageId: uuid4(), multitaskStrategy: 'reject' };
+  const response = await client.respond(body);
+  const events = [];
+  let replyId = null;
+  await readSse(response, (event, data) => {
+    events.push(event);
+    if (event === 'metadata') replyId = data.assistantMessageId;
+  });
+  return { events, replyId };
+}
+
+const client = new HandoffClient({
+  origin,
+  createClient: (...args) => globalThis.supabase.createClient(...args),
+});
+client.addEventListener('token', () => {
+  report.renewed += 1;
+});
+const session = await client.signIn();
+const chat = await client.createChat();
+const feed = new ChatFeed(client, chat.id, view);
+feed.open();
+await until(() => report.states.includes('live') && report.histories > 0, 'the feed');
+
+const first = await turn(client, chat.id, '/calc 2*21');
+report.events = first.events;
+report.replyId = first.replyId;
+await until(() => report.rows[first.replyId]?.status === 'completed', 'the reply to complete');
+
+const second = await turn(client, chat.id, '/sleep 20');
+await until(() => report.rows[second.replyId]?.status === 'queued' ||
+  report.rows[second.replyId]?.status === 'streaming', 'the second reply to run');
+report.cancel = await client.cancel(chat.id);
+report.secondId = second.replyId;
+await until(() => report.rows[second.replyId]?.status === 'canceled', 'the cancel to show');
+
+// A token the server does not take: renewed once, and the request goes through.
+session.token = 'not-a-token';
+report.chats = (await client.chats()).chats.map((known) => known.id);
+report.history = (await client.history(chat.id)).messages.map((row) => row.role);
+report.chatId = chat.id;
+
+await feed.close();
+await client.supabase().realtime.disconnect();
+process.stdout.write(`${JSON.stringify(report)}\n`);
+process.exit(0);
