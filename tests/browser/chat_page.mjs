@@ -567,8 +567,9 @@ async function restartedServer(page, problems) {
   await waitForStatus(page, next, 'completed');
   // While the server was away, its requests failed, as they should: not problems of the page.
   // (supabase-js's socket too: refused while the server is away, then, until the page has the
-  // new server's key, answered 401.)
-  const expected = /ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET|ERR_INCOMPLETE_CHUNKED_ENCODING|status of (401|503)|Unexpected response code: 401|WebSocket is closed before the connection is established/;
+  // new server's key, answered 401, which Chromium words in one of two ways depending on when
+  // the socket's handshake fails.)
+  const expected = /ERR_CONNECTION_REFUSED|ERR_EMPTY_RESPONSE|ERR_CONNECTION_RESET|ERR_INCOMPLETE_CHUNKED_ENCODING|status of (401|503)|Unexpected response code: 401|HTTP Authentication failed; no valid credentials available|WebSocket is closed before the connection is established/;
   const during = problems.splice(problemsBefore);
   problems.push(...during.filter((text) => !expected.test(text)));
   return {
