@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
+from infra.db import Pool, create_pool
 from tests.databases import fresh_database, migrated_template, resolve_server_url
 from tests.pg_servers import restartable_postgres
 from tests.support import fetch
@@ -30,6 +31,15 @@ async def template_name(server_url: str) -> AsyncIterator[str]:
 async def database_url(server_url: str, template_name: str) -> AsyncIterator[str]:
     async with fresh_database(server_url, template_name) as url:
         yield url
+
+
+@pytest.fixture
+async def pool(database_url: str) -> AsyncIterator[Pool]:
+    """The app's own pool on the test's database, for store and turn tests without a stack."""
+    pool = create_pool(database_url, max_size=2)
+    await pool.open()
+    yield pool
+    await pool.close()
 
 
 @pytest.fixture(scope="session")

@@ -6,13 +6,12 @@ through the API: tests/handlers/test_branches.py."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from psycopg.types.json import Jsonb
 
-from infra.db import Pool, create_pool
+from infra.db import Pool
 from infra.store import branches
 from infra.store.branches import BranchNotFound
 from infra.store.chats import ChatNotFound
@@ -25,14 +24,6 @@ insert into public.message (id, chat_id, role, content, status, parent_message_i
 values (%s, %s, %s, %s, %s, %s, %s, now() - make_interval(secs => %s))
 """
 BRANCH_SQL = "insert into public.branch (chat_id, id, forked_from) values (%s, %s, %s)"
-
-
-@pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[Pool]:
-    pool = create_pool(database_url, max_size=2)
-    await pool.open()
-    yield pool
-    await pool.close()
 
 
 class Thread:

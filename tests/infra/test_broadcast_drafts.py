@@ -4,14 +4,12 @@ the Realtime schema the migrations add only where Supabase's is absent."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
-import pytest
 from psycopg import sql
 
-from infra.db import Pool, create_pool
+from infra.db import Pool
 from infra.migrate import migrate
 from infra.store import messages
 from infra.store.drafts import DraftWriter, chat_topic, delete_draft
@@ -23,14 +21,6 @@ BROADCASTS_SQL = """
 select topic, event, private, payload from realtime.messages
 where extension = 'broadcast' order by inserted_at, payload ->> 'seq'
 """
-
-
-@pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[Pool]:
-    pool = create_pool(database_url, max_size=2)
-    await pool.open()
-    yield pool
-    await pool.close()
 
 
 def writer(pool: Pool, chat_id: uuid.UUID, message_id: uuid.UUID, **options: Any) -> DraftWriter:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 
 import psycopg
-import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -14,20 +12,12 @@ from agent.graph import build_agent_graph
 from agent.model import create_model
 from agent.threads import thread_config, thread_key
 from agent.tools import demo_tools
-from infra.db import Pool, create_pool
+from infra.db import Pool
 from infra.migrate import migrate
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.store.drafts import DraftWriter
 from infra.store.ids import ChatId, MessageId
 from tests.support import create_user_with_chat, execute, fetch
-
-
-@pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[Pool]:
-    pool = create_pool(database_url, max_size=2)
-    await pool.open()
-    yield pool
-    await pool.close()
 
 
 async def test_migrations_are_idempotent(database_url: str) -> None:

@@ -5,13 +5,12 @@ races the same through the API."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from agent.snapshot import STOPPED_TEXT
-from infra.db import Pool, create_pool
+from infra.db import Pool
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.jobs import JobAlreadyActive
@@ -26,14 +25,6 @@ REPLIES_SQL = """
 select id, content, status from message where role = 'assistant' order by created_at
 """
 USER_MESSAGES_SQL = "select content from message where role = 'user' order by created_at"
-
-
-@pytest.fixture
-async def pool(database_url: str) -> AsyncIterator[Pool]:
-    pool = create_pool(database_url, max_size=2)
-    await pool.open()
-    yield pool
-    await pool.close()
 
 
 def a_turn(user_id: uuid.UUID, chat_id: uuid.UUID, content: str) -> Turn:
