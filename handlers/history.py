@@ -15,6 +15,7 @@ from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantQuery
 from infra.store import branches
+from infra.store import history as history_store
 from infra.store.ids import ChatId
 
 router = APIRouter()
@@ -106,7 +107,7 @@ async def history(
     """
     if every_branch and branch_id is not None:
         raise ApiError(422, "invalid_request", "branchId: not with all")
-    shown, rows = await branches.history(
+    shown, rows = await history_store.history(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),

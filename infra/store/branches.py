@@ -1,5 +1,5 @@
-"""A thread's branches: which checkpoint each message belongs to, forks, the active branch and
-the history along a branch.
+"""A thread's branches: which checkpoint each message belongs to, forks and the active branch
+(the history along a branch is infra/store/history.py's).
 
 Every turn records on its user message the checkpoint it started from (`metadata.checkpointId`,
 null for a thread's first turn) and on its reply the checkpoint it ended at, both with the
@@ -33,11 +33,10 @@ from infra.db import Conn, Pool
 from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.checkpoints import has_checkpoint
-from infra.store.drafts import with_latest_draft
 from infra.store.ids import ChatId, MessageId
 from infra.store.jobs import JobAlreadyActive
 from infra.store.messages import MessageMetadata
-from infra.store.statuses import LIVE_REPLY_STATUSES, UNFINISHED_STATUSES, with_statuses
+from infra.store.statuses import UNFINISHED_STATUSES, with_statuses
 
 MAIN_BRANCH = "main"
 
@@ -134,24 +133,6 @@ update public.message
 set metadata = metadata || %(marks)s::jsonb, updated_at = now()
 where id = %(message_id)s
 """
-# A reply still in the background comes with its latest draft (a page loaded mid-round shows
-# it rather than the quick path's text); an ended one with none.
-# (either transport's draft: see infra/store/drafts.py)
-HISTORY_COLUMNS = with_statuses(
-    with_latest_draft("""
-select m.id, m.role, m.content, m.status, m.parent_message_id, m.metadata, m.created_at,
-  d.draft_content, d.seq as draft_seq
-from public.message m
-left join lateral {latest_draft} d on m.status in ({live})
-where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
-"""),
-    live=LIVE_REPLY_STATUSES,
-)
-HISTORY_ORDER = "order by m.created_at, m.role desc"
-HISTORY_SQL = HISTORY_COLUMNS + HISTORY_ORDER
-BRANCH_HISTORY_SQL = (
-    PATH_SQL + HISTORY_COLUMNS + "and m.id in (select id from on_path)\n" + HISTORY_ORDER  # noqa: S608
-)
 BRANCH_EXISTS_SQL = """
 select 1 from public.branch
 where chat_id = %(chat_id)s and assistant_id = %(assistant_id)s and id = %(branch)s
@@ -325,31 +306,6 @@ async def mark_reply(conn: Conn, message_id: MessageId, marks: MessageMetadata) 
     await _mark(conn, message_id, marks)
 
 
-async def history(
-    pool: Pool,
-    claims: dict[str, Any],
-    *,
-    chat_id: ChatId,
-    assistant_id: str,
-    branch: str | None = None,
-    every_branch: bool = False,
-) -> tuple[str, list[dict[str, Any]]]:
-    """The messages from the root to the head of `branch` (default: the active one), oldest
-    first, or with `every_branch`, all of the thread's; and the branch shown (the active one
-    when all are)."""
-    async with user_transaction(pool, claims) as conn:
-        await require_chat(conn, chat_id)
-        params: dict[str, Any] = {"chat_id": chat_id, "assistant_id": assistant_id}
-        active = await _active(conn, params)
-        if every_branch:
-            return active, await (await conn.execute(HISTORY_SQL, params)).fetchall()
-        shown = branch or active
-        params["branch"] = shown
-        if branch is not None and branch != active:
-            await _require_branch(conn, params)
-        return shown, await (await conn.execute(BRANCH_HISTORY_SQL, params)).fetchall()
-
-
 async def list_branches(
     pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str
 ) -> list[dict[str, Any]]:
@@ -357,7 +313,7 @@ async def list_branches(
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)
         params: dict[str, Any] = {"chat_id": chat_id, "assistant_id": assistant_id}
-        params["active"] = await _active(conn, params)
+        params["active"] = await active_branch(conn, params)
         return await (await conn.execute(BRANCHES_SQL, params)).fetchall()
 
 
@@ -370,7 +326,7 @@ async def activate(
     params = {"chat_id": chat_id, "assistant_id": assistant_id, "branch": branch}
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)
-        await _require_branch(conn, params)
+        await require_branch(conn, params)
         if await (await conn.execute(JOB_ACTIVE_SQL, params)).fetchone() is not None:
             raise JobAlreadyActive(chat_id)
         try:
@@ -383,11 +339,13 @@ async def activate(
         await conn.execute(RESTALE_SQL, params)
 
 
-async def _active(conn: Conn, params: dict[str, Any]) -> str:
+async def active_branch(conn: Conn, params: dict[str, Any]) -> str:
+    """The active branch of the chat and assistant in `params` (`main` when none is stored)."""
     row = await (await conn.execute(ACTIVE_SQL, params)).fetchone()
     return str(row["branch"]) if row else MAIN_BRANCH
 
 
-async def _require_branch(conn: Conn, params: dict[str, Any]) -> None:
+async def require_branch(conn: Conn, params: dict[str, Any]) -> None:
+    """BranchNotFound unless `params`' branch is one of its chat and assistant's."""
     if await (await conn.execute(BRANCH_EXISTS_SQL, params)).fetchone() is None:
         raise BranchNotFound(params["branch"])

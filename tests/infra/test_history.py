@@ -1,4 +1,4 @@
-"""`branches.history` against the database, without the app: the path from the root to a
+"""`history.history` against the database, without the app: the path from the root to a
 branch's head, the active branch by default, every branch on request, the latest draft of a
 reply still being written, and nothing of another user's chat. The turns that make these rows
 through the API: tests/handlers/test_branches.py."""
@@ -12,7 +12,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from infra.db import Pool
-from infra.store import branches
+from infra.store import history as history_store
 from infra.store.branches import BranchNotFound
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId
@@ -89,7 +89,7 @@ class Thread:
     async def rows(self, pool: Pool, **options: Any) -> tuple[str, list[dict[str, Any]]]:
         """The history as this user reads it: the branch shown, and the rows."""
         claims = {"sub": str(self.user_id), "role": "authenticated"}
-        return await branches.history(
+        return await history_store.history(
             pool, claims, chat_id=ChatId(self.chat_id), assistant_id="default", **options
         )
 

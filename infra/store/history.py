@@ -1,0 +1,58 @@
+"""A thread's history along a branch, as the history route and the page read it: the read
+model over the branches of infra/store/branches.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from infra.db import Pool
+from infra.store.access import user_transaction
+from infra.store.branches import PATH_SQL, active_branch, require_branch
+from infra.store.chats import require_chat
+from infra.store.drafts import with_latest_draft
+from infra.store.ids import ChatId
+from infra.store.statuses import LIVE_REPLY_STATUSES, with_statuses
+
+# A reply still in the background comes with its latest draft (a page loaded mid-round shows
+# it rather than the quick path's text); an ended one with none.
+# (either transport's draft: see infra/store/drafts.py)
+HISTORY_COLUMNS = with_statuses(
+    with_latest_draft("""
+select m.id, m.role, m.content, m.status, m.parent_message_id, m.metadata, m.created_at,
+  d.draft_content, d.seq as draft_seq
+from public.message m
+left join lateral {latest_draft} d on m.status in ({live})
+where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
+"""),
+    live=LIVE_REPLY_STATUSES,
+)
+HISTORY_ORDER = "order by m.created_at, m.role desc"
+HISTORY_SQL = HISTORY_COLUMNS + HISTORY_ORDER
+BRANCH_HISTORY_SQL = (
+    PATH_SQL + HISTORY_COLUMNS + "and m.id in (select id from on_path)\n" + HISTORY_ORDER  # noqa: S608
+)
+
+
+async def history(
+    pool: Pool,
+    claims: dict[str, Any],
+    *,
+    chat_id: ChatId,
+    assistant_id: str,
+    branch: str | None = None,
+    every_branch: bool = False,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The messages from the root to the head of `branch` (default: the active one), oldest
+    first, or with `every_branch`, all of the thread's; and the branch shown (the active one
+    when all are)."""
+    async with user_transaction(pool, claims) as conn:
+        await require_chat(conn, chat_id)
+        params: dict[str, Any] = {"chat_id": chat_id, "assistant_id": assistant_id}
+        active = await active_branch(conn, params)
+        if every_branch:
+            return active, await (await conn.execute(HISTORY_SQL, params)).fetchall()
+        shown = branch or active
+        params["branch"] = shown
+        if branch is not None and branch != active:
+            await require_branch(conn, params)
+        return shown, await (await conn.execute(BRANCH_HISTORY_SQL, params)).fetchall()
