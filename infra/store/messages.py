@@ -45,6 +45,7 @@ class MessageMetadata(TypedDict, total=False):
     pendingQuestion: dict[str, Any]
     answers: dict[str, Any]  # the user's answers, by question id
     editOf: str  # on a user message that replaced another (an edit)
+    steeredInto: str  # on a message sent with `steer`: the running reply that answers it
     usage: dict[str, Any]  # the turn's token usage, per model call and summed (agent/usage.py)
 
 
