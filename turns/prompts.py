@@ -15,7 +15,8 @@ from typing import Literal
 from agent.display import display_arguments
 from agent.tools import asks_user, requires_approval
 from infra.store import approvals, questions
-from infra.store.approvals import Decision
+from infra.store.approvals import Decision, PendingApproval
+from infra.store.questions import PendingQuestion
 from infra.store.tool_results import ToolResult, fetch_result
 from turns.rounds import PlannedCall
 from turns.scope import JobScope
@@ -44,7 +45,7 @@ class Prompts(JobScope):
         """Put the call to the user. True: wait for them. False: decided already (a replay).
         None: the job is no longer this run's."""
         expires = datetime.now(UTC) + timedelta(seconds=timeout_s)
-        pending = {
+        pending: PendingApproval = {
             "toolCallId": call["id"],
             "name": call["name"],
             "args": call["args"],
@@ -78,7 +79,7 @@ class Prompts(JobScope):
         (a replay). None: the job is no longer this run's."""
         args = call["args"]
         expires = datetime.now(UTC) + timedelta(seconds=timeout_s)
-        pending = {
+        pending: PendingQuestion = {
             "questionId": call["id"],
             "question": args["question"],
             "options": list(args["options"]),
