@@ -15,6 +15,7 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
+    ToolCall,
     ToolMessage,
 )
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -73,13 +74,13 @@ def is_steered(message: BaseMessage) -> bool:
     return bool(message.additional_kwargs.get("steered"))
 
 
-def pending_tool_calls(messages: Sequence[AnyMessage]) -> list[dict[str, Any]]:
+def pending_tool_calls(messages: Sequence[AnyMessage]) -> list[ToolCall]:
     """Tool calls of the last AI message that have no ToolMessage yet."""
     last_ai = next((m for m in reversed(messages) if isinstance(m, AIMessage)), None)
     if last_ai is None:
         return []
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-    return [dict(c) for c in last_ai.tool_calls if c["id"] not in answered]
+    return [c for c in last_ai.tool_calls if c["id"] not in answered]
 
 
 UNANSWERED_CALL_TEXT = "Not run: the conversation moved on before this call ran."

@@ -22,7 +22,7 @@ from handlers.deps import CurrentUser, ServicesDep, TurnHostDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
 from handlers.fields import NO_NUL, AssistantId, AssistantQuery
 from handlers.sse import event_stream
-from infra.store import branches
+from infra.store import branches, forks
 from infra.store.ids import ChatId
 from turns.streaming import new_turn, stream_turn
 
@@ -99,7 +99,7 @@ async def regenerate(
     Streams as respond does; the new branch becomes the active one."""
     started = time.perf_counter()
     body = body or RegenerateRequest()
-    target = await branches.regenerate_target(
+    target = await forks.regenerate_target(
         await host.services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),

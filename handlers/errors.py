@@ -16,13 +16,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from handlers.auth import InvalidToken
 from infra.db import PoolClosed
 from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
-from infra.store.branches import (
-    BranchNotFound,
-    CheckpointNotFound,
-    EditTargetNotFound,
-    NotEditable,
-)
+from infra.store.branches import BranchNotFound
 from infra.store.chats import ChatNotFound, UnknownUser
+from infra.store.forks import CheckpointNotFound, EditTargetNotFound, NotEditable
 from infra.store.jobs import JobAlreadyActive
 from infra.store.limits import (
     LimitReached,

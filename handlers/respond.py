@@ -16,7 +16,7 @@ from handlers.deps import CurrentUser, TurnHostDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
-from infra.store import branches
+from infra.store import forks
 from infra.store.ids import ChatId, client_message_id
 from turns.start import Strategy
 from turns.streaming import new_turn, stream_turn
@@ -58,7 +58,7 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
     edit = None
     if body.edit_of is not None:
         # Read under RLS first: it names the checkpoint the history comes from.
-        edit = await branches.edit_target(
+        edit = await forks.edit_target(
             await services.pool(),
             user.claims,
             chat_id=chat_id,

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Literal
 
 from infra.large_outputs import output_bound
 from infra.settings import Settings
 from turns.prompts import CallKind
-from turns.rounds import Plan
+from turns.rounds import Plan, PlannedCall
 
 OPENING_ROUND_ID = "model-round-opening"
 
@@ -82,7 +82,7 @@ class Ask:
     MAX_QUESTIONS_PER_TURN is refused instead (`refuse-question`)."""
 
     kind: Literal["question", "approval", "refuse-question"]
-    call: dict[str, Any]
+    call: PlannedCall
 
 
 @dataclass(frozen=True)
@@ -94,10 +94,10 @@ class ToolRound:
     MAX_PARALLEL_TOOL_CALLS) get an error result in one step, `refuse_id`. The results go to
     the model in the order of `calls`, then those of `refused`."""
 
-    calls: tuple[dict[str, Any], ...]
+    calls: tuple[PlannedCall, ...]
     asks: tuple[Ask, ...]
-    running: tuple[dict[str, Any], ...]
-    refused: tuple[dict[str, Any], ...]
+    running: tuple[PlannedCall, ...]
+    refused: tuple[PlannedCall, ...]
     bound: int
     refuse_id: str
     round_id: str

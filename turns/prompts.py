@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Literal
 
 from agent.display import display_arguments
 from agent.tools import asks_user, requires_approval
 from infra.store import approvals, questions
-from infra.store.approvals import Decision
+from infra.store.approvals import Decision, PendingApproval
+from infra.store.questions import PendingQuestion
 from infra.store.tool_results import ToolResult, fetch_result
+from turns.rounds import PlannedCall
 from turns.scope import JobScope
 from turns.tool_calls import argument_problems, keep_result
 
@@ -29,7 +31,7 @@ CallKind = Literal["tool", "approval", "question"]
 class Prompts(JobScope):
     """The prompts of the job's turn, on its reply's metadata."""
 
-    def kind_of(self, call: dict[str, Any]) -> CallKind:
+    def kind_of(self, call: PlannedCall) -> CallKind:
         """How the call is answered. A call with invalid arguments is put to nobody: its tool
         step gives the model an error result to fix (an e-mail address that is not one)."""
         tool = self.tool(call["name"])
@@ -39,11 +41,11 @@ class Prompts(JobScope):
             return "question"
         return "approval" if requires_approval(tool) else "tool"
 
-    async def ask_approval(self, call: dict[str, Any], timeout_s: float) -> bool | None:
+    async def ask_approval(self, call: PlannedCall, timeout_s: float) -> bool | None:
         """Put the call to the user. True: wait for them. False: decided already (a replay).
         None: the job is no longer this run's."""
         expires = datetime.now(UTC) + timedelta(seconds=timeout_s)
-        pending = {
+        pending: PendingApproval = {
             "toolCallId": call["id"],
             "name": call["name"],
             "args": call["args"],
@@ -56,7 +58,7 @@ class Prompts(JobScope):
                 return None
             return await approvals.ask(conn, self.turn.reply_id, pending)
 
-    async def awaits_approval(self, call: dict[str, Any]) -> bool:
+    async def awaits_approval(self, call: PlannedCall) -> bool:
         """Whether the call still waits for the user's decision (read when a wait ended
         without the event): False once decided, past its time, or the job not this run's."""
         async with (await self.services.pool()).connection() as conn, conn.transaction():
@@ -64,7 +66,7 @@ class Prompts(JobScope):
                 return False
             return await approvals.waiting(conn, self.turn.reply_id, call["id"])
 
-    async def settle_approval(self, call: dict[str, Any]) -> Decision | None:
+    async def settle_approval(self, call: PlannedCall) -> Decision | None:
         """The user's decision, or a timeout if there is none; None if the job is gone."""
         timed_out = Decision(approved=False, note=None, timed_out=True)
         async with (await self.services.pool()).connection() as conn, conn.transaction():
@@ -72,12 +74,12 @@ class Prompts(JobScope):
                 return None
             return await approvals.settle(conn, self.turn.reply_id, call["id"], timed_out)
 
-    async def ask_question(self, call: dict[str, Any], timeout_s: float) -> bool | None:
+    async def ask_question(self, call: PlannedCall, timeout_s: float) -> bool | None:
         """Put the model's question to the user. True: wait for them. False: answered already
         (a replay). None: the job is no longer this run's."""
         args = call["args"]
         expires = datetime.now(UTC) + timedelta(seconds=timeout_s)
-        pending = {
+        pending: PendingQuestion = {
             "questionId": call["id"],
             "question": args["question"],
             "options": list(args["options"]),
@@ -89,7 +91,7 @@ class Prompts(JobScope):
                 return None
             return await questions.ask(conn, self.turn.reply_id, pending)
 
-    async def awaits_answer(self, call: dict[str, Any]) -> bool:
+    async def awaits_answer(self, call: PlannedCall) -> bool:
         """Whether the question still waits for the user's answer (read when a wait ended
         without the event): False once answered, past its time, or the job not this run's."""
         async with (await self.services.pool()).connection() as conn, conn.transaction():
@@ -97,7 +99,7 @@ class Prompts(JobScope):
                 return False
             return await questions.waiting(conn, self.turn.reply_id, call["id"])
 
-    async def settle_question(self, call: dict[str, Any]) -> ToolResult | None:
+    async def settle_question(self, call: PlannedCall) -> ToolResult | None:
         """The call's result: the user's answer, or that nobody answered in time; stored like
         any tool result. None if the job is gone."""
         stored = await fetch_result(await self.services.pool(), self.turn.thread_id, call["id"])
@@ -113,7 +115,7 @@ class Prompts(JobScope):
         )
         return await keep_result(self.services, self.turn.thread_id, result)
 
-    async def refuse_question(self, call: dict[str, Any]) -> ToolResult:
+    async def refuse_question(self, call: PlannedCall) -> ToolResult:
         """An error result for a question past MAX_QUESTIONS_PER_TURN: nobody is asked."""
         limit = self.services.settings.max_questions_per_turn
         text = (

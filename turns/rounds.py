@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NotRequired, TypedDict
 
-from langchain_core.messages import AnyMessage, ToolMessage
+from langchain_core.messages import AnyMessage, ToolCall, ToolMessage
 from langchain_core.tools import BaseTool
 from langgraph.types import StateSnapshot
 
@@ -45,14 +45,21 @@ from turns.turn import Turn
 logger = logging.getLogger(__name__)
 
 
+class PlannedCall(TypedDict):
+    """A tool call as a plan carries it: its id and name, and its args unless it is past
+    MAX_PARALLEL_TOOL_CALLS (such a call is answered without running: turns/course.py)."""
+
+    id: str
+    name: str
+    args: NotRequired[dict[str, Any]]
+
+
 class Plan(TypedDict):
     """What the function does next, as a step output (JSON): kept small, since the run's state
     holds every plan. It names the calls to answer and the arguments of those that run."""
 
     done: bool
-    # Each call's id and name; its args too unless it is past MAX_PARALLEL_TOOL_CALLS, which
-    # is answered without running (turns/course.py).
-    pending: list[dict[str, Any]]
+    pending: list[PlannedCall]
     # The job is no longer this run's (canceled, or taken over after the lease): stop quietly.
     stopped: NotRequired[bool]
     # An enqueued message's job: its turn has not begun, the first round starts it.
@@ -65,16 +72,21 @@ class Plan(TypedDict):
     held: NotRequired[bool]
 
 
+def planned(call: ToolCall, *, with_args: bool) -> PlannedCall:
+    # The model gives every call an id: a pending call is one without a ToolMessage for it.
+    carried = PlannedCall(id=str(call["id"]), name=call["name"])
+    if with_args:
+        carried["args"] = call["args"]
+    return carried
+
+
 def plan_from(state: StateSnapshot, max_calls: int, asking: frozenset[str] = frozenset()) -> Plan:
     """The plan after `state`, with the arguments of the first `max_calls` calls only;
     `asking` names the tools that put a question to the user."""
     if TOOLS_NODE in state.next:
         messages = state.values["messages"]
         calls = pending_tool_calls(messages)
-        pending = [
-            {"id": c["id"], "name": c["name"], **({"args": c["args"]} if n < max_calls else {})}
-            for n, c in enumerate(calls)
-        ]
+        pending = [planned(c, with_args=n < max_calls) for n, c in enumerate(calls)]
         return {"done": False, "pending": pending, "asked": questions_asked(messages, asking)}
     return {"done": AGENT_NODE not in state.next, "pending": []}
 
@@ -280,7 +292,7 @@ async def _apply(run: Run, state: StateSnapshot, results: list[ToolResult]) -> N
         invocation: ToolInvocation = {
             "id": r["id"],
             "name": r["name"],
-            "args": calls.get(r["id"], {}).get("args", {}),
+            "args": calls[r["id"]]["args"] if r["id"] in calls else {},
             "status": "error" if r.get("status") == "error" else "completed",
         }
         if note := r.get("note"):

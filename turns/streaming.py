@@ -24,7 +24,7 @@ from infra.db import Pool
 from infra.events import EventSender, send_cancel
 from infra.runtime import Services
 from infra.settings import Settings
-from infra.store.branches import Edit
+from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import TurnLimits
 from infra.store.steers import SteeredJob

@@ -22,6 +22,7 @@ from infra.large_outputs import LARGE_OUTPUT_BYTES, LargeOutputs
 from infra.runtime import Services
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult, fetch_result, store_result
+from turns.rounds import PlannedCall
 from turns.scope import JobScope
 
 logger = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ class ToolCalls(JobScope):
 
     async def run_tool(
         self,
-        call: dict[str, Any],
+        call: PlannedCall,
         decision: Decision | None = None,
         last_attempt: bool = False,
         bound: int = LARGE_OUTPUT_BYTES,
@@ -90,7 +91,7 @@ class ToolCalls(JobScope):
         return await self._keep(result)
 
     async def _output(
-        self, call: dict[str, Any], approved: bool, last_attempt: bool
+        self, call: PlannedCall, approved: bool, last_attempt: bool
     ) -> str | ToolResult:
         """The tool's output, or the error result the model reads instead; raises a failure
         that a later attempt may mend."""
@@ -118,7 +119,7 @@ class ToolCalls(JobScope):
     async def _keep(self, result: ToolResult) -> ToolResult:
         return await keep_result(self.services, self.turn.thread_id, result)
 
-    async def _invoke(self, call: dict[str, Any], *, approved: bool) -> str:
+    async def _invoke(self, call: PlannedCall, *, approved: bool) -> str:
         """The tool's output; ToolCallFailed when the call itself is wrong."""
         tool = self.tool(call["name"])
         if tool is None:
@@ -139,7 +140,7 @@ class ToolCalls(JobScope):
             raise ToolCallFailed(invalid_arguments_text(call["name"], exc)) from exc
         return str(output.content if isinstance(output, ToolMessage) else output)
 
-    async def refuse(self, calls: list[dict[str, Any]]) -> list[ToolResult]:
+    async def refuse(self, calls: list[PlannedCall]) -> list[ToolResult]:
         """An error result for each call past the round's limit, stored like any other."""
         pool = await self.services.pool()
         limit = self.services.settings.max_parallel_tool_calls
@@ -157,7 +158,7 @@ class ToolCalls(JobScope):
         ]
 
 
-def timed_out(call: dict[str, Any], timeout_s: float) -> ToolResult:
+def timed_out(call: PlannedCall, timeout_s: float) -> ToolResult:
     """The result of a call stopped after its time budget."""
     return ToolResult(
         id=call["id"],
@@ -189,7 +190,7 @@ def invalid_arguments_text(name: str, exc: ValidationError) -> str:
     return f"Error: invalid arguments for {name}: {problems}. Fix them and call again."
 
 
-def declined_text(call: dict[str, Any], decision: Decision) -> str:
+def declined_text(call: PlannedCall, decision: Decision) -> str:
     """What the model reads for a call that did not run because of the user's answer."""
     if decision["timed_out"]:
         return f"No answer from the user in time, so {call['name']} was not run."

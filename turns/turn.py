@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agent.threads import ThreadId
-from infra.store.branches import Edit
+from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
 
 

@@ -23,6 +23,16 @@ APPROVALS = PromptKind(
 )
 
 
+class PendingApproval(TypedDict):
+    """`metadata.pendingApproval`: the call waiting for the user, as a frontend renders it."""
+
+    toolCallId: str
+    name: str
+    args: dict[str, Any]
+    display: str  # the arguments as shown, nothing hidden (agent/display.py)
+    expiresAt: str  # ISO 8601
+
+
 class Decision(TypedDict):
     approved: bool
     note: str | None
@@ -37,7 +47,7 @@ class ApprovalAlreadyDecided(RuntimeError):
     """The call already has the user's decision."""
 
 
-async def ask(conn: Conn, message_id: MessageId, pending: dict[str, Any]) -> bool:
+async def ask(conn: Conn, message_id: MessageId, pending: PendingApproval) -> bool:
     """Put the call to the user; False when it was decided already (a replayed job)."""
     return await APPROVALS.ask(conn, message_id, pending)
 

@@ -1,5 +1,6 @@
-"""A thread's branches: which checkpoint each message belongs to, forks and the active branch
-(the history along a branch is infra/store/history.py's).
+"""A thread's branches: which checkpoint each message belongs to, the branches forks make, and
+the active branch (what a fork starts from is infra/store/forks.py's; the history along a
+branch, infra/store/history.py's).
 
 Every turn records on its user message the checkpoint it started from (`metadata.checkpointId`,
 null for a thread's first turn) and on its reply the checkpoint it ended at, both with the
@@ -21,18 +22,15 @@ is deleted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
 
 from psycopg import errors
 from psycopg.types.json import Jsonb
 
-from agent.threads import thread_key
 from infra.db import Conn, Pool
-from infra.store.access import act_as_service, user_transaction
+from infra.store.access import user_transaction
 from infra.store.chats import require_chat
-from infra.store.checkpoints import has_checkpoint
+from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId
 from infra.store.jobs import JobAlreadyActive
 from infra.store.messages import MessageMetadata
@@ -40,29 +38,6 @@ from infra.store.statuses import UNFINISHED_STATUSES, with_statuses
 
 MAIN_BRANCH = "main"
 
-# Under the user's RLS: only a user message of their own chat and this assistant is editable.
-EDIT_TARGET_SQL = """
-select created_at, metadata from public.message
-where id = %(message_id)s and chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
-  and role = 'user'
-"""
-# Under the user's RLS: the user message a reply answers (or the message itself), its text, and
-# the reply to replace: the one named, else the one on the active branch, else the newest.
-REGENERATE_TARGET_SQL = """
-select u.id, u.content, u.metadata, r.id as reply_id
-from public.message t
-join public.message u
-  on u.id = case when t.role = 'user' then t.id else t.parent_message_id end
-  and u.role = 'user' and u.chat_id = t.chat_id and u.assistant_id = t.assistant_id
-left join lateral (
-  select r.id from public.message r
-  where r.parent_message_id = u.id and r.role = 'assistant'
-  order by r.id = t.id desc, coalesce((r.metadata ->> 'stale')::boolean, false), r.created_at desc
-  limit 1
-) r on true
-where t.id = %(message_id)s and t.chat_id = %(chat_id)s and t.assistant_id = %(assistant_id)s
-  and t.role in ('user', 'assistant')
-"""
 ACTIVE_SQL = """
 select coalesce(
   (select branch_id from public.active_branch
@@ -167,90 +142,8 @@ limit 1
 )
 
 
-class EditTargetNotFound(LookupError):
-    """The message to edit or answer again is not one of this chat and assistant."""
-
-
-class NotEditable(RuntimeError):
-    """The message was stored before turns recorded their checkpoints."""
-
-
-class CheckpointNotFound(LookupError):
-    """The message names a checkpoint its thread does not have: its metadata was not ours."""
-
-
 class BranchNotFound(LookupError):
     """No such branch in the user's chat."""
-
-
-@dataclass(frozen=True)
-class Edit:
-    """A turn that forks the thread from `base_checkpoint_id`, where the turn of the user message
-    `message_id` began: with new content (an edit of that message) or with the same message
-    again (`regenerate`). `forked_from` is the message the new branch replaces: the edited
-    message, or the reply answered again."""
-
-    message_id: MessageId
-    base_checkpoint_id: str | None
-    forked_from: MessageId
-    regenerate: bool = False
-
-
-@dataclass(frozen=True)
-class Regeneration:
-    edit: Edit
-    content: str  # the user message, asked again
-
-
-async def edit_target(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str, message_id: UUID
-) -> Edit:
-    params = {"chat_id": chat_id, "assistant_id": assistant_id, "message_id": message_id}
-    async with user_transaction(pool, claims) as conn:
-        row = await (await conn.execute(EDIT_TARGET_SQL, params)).fetchone()
-        if row is None:
-            raise EditTargetNotFound(message_id)
-        if "checkpointId" not in row["metadata"]:
-            raise NotEditable(message_id)
-        base = await _fork_base(conn, chat_id, assistant_id, row["metadata"])
-    edited = MessageId(message_id)
-    return Edit(edited, base, edited)
-
-
-async def regenerate_target(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str, message_id: UUID
-) -> Regeneration:
-    """What answering `message_id` (a reply, or the user message it answers) again forks."""
-    params = {"chat_id": chat_id, "assistant_id": assistant_id, "message_id": message_id}
-    async with user_transaction(pool, claims) as conn:
-        await require_chat(conn, chat_id)
-        row = await (await conn.execute(REGENERATE_TARGET_SQL, params)).fetchone()
-        if row is None:
-            raise EditTargetNotFound(message_id)
-        if "checkpointId" not in row["metadata"] or row["reply_id"] is None:
-            raise NotEditable(message_id)
-        base = await _fork_base(conn, chat_id, assistant_id, row["metadata"])
-    edit = Edit(MessageId(row["id"]), base, MessageId(row["reply_id"]), regenerate=True)
-    return Regeneration(edit, row["content"])
-
-
-async def _fork_base(
-    conn: Conn, chat_id: ChatId, assistant_id: str, metadata: dict[str, Any]
-) -> str | None:
-    """The checkpoint a user message says its turn began from, once the thread is known to
-    have it (None: the thread's first turn). The user may have written that metadata
-    themselves (RLS lets them write their messages): a fork reads the chat's own thread only,
-    and a checkpoint it does not have is CheckpointNotFound, not a failed turn."""
-    base = metadata["checkpointId"]
-    if base is None:
-        return None
-    if not isinstance(base, str):
-        raise CheckpointNotFound(base)
-    # Checkpoints are not the user's to read: the rest of this transaction runs as the service.
-    await act_as_service(conn)
-    if not await has_checkpoint(conn, thread_key(chat_id, assistant_id), base):
-        raise CheckpointNotFound(base)
-    return base
 
 
 async def active_head(pool: Pool, chat_id: ChatId, assistant_id: str) -> tuple[str, str | None]:

@@ -9,9 +9,11 @@ from psycopg.types.json import Jsonb
 from agent.snapshot import failed_text
 from infra.db import Conn, Pool
 from infra.store.access import user_transaction
+from infra.store.approvals import PendingApproval
 from infra.store.drafts import with_latest_draft
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLimits
+from infra.store.questions import PendingQuestion
 from infra.store.statuses import (
     LIVE_REPLY_STATUSES,
     SLOT_STATUSES,
@@ -36,15 +38,12 @@ class MessageMetadata(TypedDict, total=False):
     branchId: str
     stale: bool  # on a branch an edit left
     snapshot: dict[str, Any]  # agent.snapshot's status and tool progress, for subscribers
-    # The tool call waiting for the user (approvals.py): toolCallId, name, args, display (the
-    # arguments as shown, nothing hidden: agent/display.py), expiresAt.
-    pendingApproval: dict[str, Any]
+    pendingApproval: PendingApproval  # the tool call waiting for the user (approvals.py)
     approvals: dict[str, Any]  # the user's decisions, by tool call id
-    # The model's question waiting for the user (questions.py): questionId (the call's id),
-    # question, options, context, expiresAt.
-    pendingQuestion: dict[str, Any]
+    pendingQuestion: PendingQuestion  # the model's question waiting for the user (questions.py)
     answers: dict[str, Any]  # the user's answers, by question id
     editOf: str  # on a user message that replaced another (an edit)
+    steeredInto: str  # on a message sent with `steer`: the running reply that answers it
     usage: dict[str, Any]  # the turn's token usage, per model call and summed (agent/usage.py)
 
 

@@ -11,6 +11,7 @@ wait (or was lost) is still found, and an event cannot carry a reply the owner d
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +88,7 @@ class PromptKind:
             "id": prompt_id,
         }
 
-    async def ask(self, conn: Conn, message_id: Any, pending: dict[str, Any]) -> bool:
+    async def ask(self, conn: Conn, message_id: Any, pending: Mapping[str, Any]) -> bool:
         """Put the prompt to the user; False when it was replied to already (a replayed job)."""
         params = {**self._params(message_id, pending[self.id_key]), "pending": Jsonb(pending)}
         return await (await conn.execute(ASK_SQL, params)).fetchone() is not None

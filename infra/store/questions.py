@@ -25,6 +25,16 @@ QUESTIONS = PromptKind(
 )
 
 
+class PendingQuestion(TypedDict):
+    """`metadata.pendingQuestion`: the model's question waiting for the user's answer."""
+
+    questionId: str  # the call's id
+    question: str
+    options: list[str]
+    context: str
+    expiresAt: str  # ISO 8601
+
+
 class Answer(TypedDict):
     answer: str | None
     timed_out: bool
@@ -38,7 +48,7 @@ class QuestionAlreadyAnswered(RuntimeError):
     """The question has its answer already."""
 
 
-async def ask(conn: Conn, message_id: MessageId, pending: dict[str, Any]) -> bool:
+async def ask(conn: Conn, message_id: MessageId, pending: PendingQuestion) -> bool:
     """Put the question to the user; False when it was answered already (a replayed job)."""
     return await QUESTIONS.ask(conn, message_id, pending)
 

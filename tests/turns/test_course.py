@@ -21,12 +21,12 @@ from turns.course import (
     round_ran,
 )
 from turns.prompts import CallKind
-from turns.rounds import Plan
+from turns.rounds import Plan, PlannedCall
 
 LIMITS = Limits(max_calls=3, max_questions=1, round_budget_bytes=300_000)
 
 
-def call(n: int, name: str = "calc") -> dict[str, Any]:
+def call(n: int, name: str = "calc") -> PlannedCall:
     return {"id": f"call_{n}", "name": name, "args": {"input": str(n)}}
 
 
