@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 from devkit.change_feed import ChangeFeed, ChangeFeedError, ChangeFeedUnavailable
 from devkit.pgoutput import Change, Relation, RowChange
 from devkit.realtime.authorization import PolicyError, ReadPolicies, may_broadcast, read_policies
+from devkit.realtime.bindings import Binding, BindingError
 from devkit.realtime.postgres_changes import (
-    Binding,
-    BindingError,
     Column,
     change_data,
     check_bindings,

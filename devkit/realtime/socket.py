@@ -13,8 +13,8 @@ from starlette.websockets import WebSocketState
 
 from devkit import changes
 from devkit.realtime.authorization import PolicyError, read_policies
+from devkit.realtime.bindings import Binding, BindingError, binding_id, parse_binding
 from devkit.realtime.channels import Channel, Hub, flexible_bool
-from devkit.realtime.postgres_changes import Binding, BindingError, binding_id, parse_binding
 from devkit.realtime.protocol import (
     ACCESS_TOKEN,
     BROADCAST,
