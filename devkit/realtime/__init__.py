@@ -48,6 +48,6 @@ polled every 100 ms, as Realtime polls them; broadcasts are decoded as soon as t
 realtime.send notifies, as Realtime streams them.
 """
 
-from devkit.realtime.socket import REALTIME_PATH, install_realtime, realtime_hub
+from devkit.realtime.endpoint import REALTIME_PATH, install_realtime, realtime_hub
 
 __all__ = ["REALTIME_PATH", "install_realtime", "realtime_hub"]
