@@ -8,6 +8,7 @@ the way Supabase Realtime converts them.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from devkit.pgoutput.messages import (
     Update,
     parse_message,
 )
+
+logger = logging.getLogger(__name__)
 
 BOOL_OID = 16
 INTEGER_OIDS = frozenset({20, 21, 23})  # int8, int2, int4
@@ -106,7 +109,22 @@ class Decoder:
         self._begin: Begin | None = None
 
     def decode(self, messages: Iterable[bytes]) -> list[Change]:
-        return [c for data in messages if (c := self._apply(parse_message(data))) is not None]
+        changes = []
+        for data in messages:
+            message = parse_message(data)
+            try:
+                change = self._apply(message)
+            except RecursionError:
+                # Postgres stores json nested deeper than json.loads can read: that row's change
+                # is dropped, not the stream (the messages after it are still this one's).
+                logger.warning(
+                    "row change dropped: a json value nested too deep to decode",
+                    extra={"relation_oid": getattr(message, "relation_oid", None)},
+                )
+                continue
+            if change is not None:
+                changes.append(change)
+        return changes
 
     def _apply(self, message: Message) -> Change | None:
         if isinstance(message, Relation):
