@@ -40,7 +40,7 @@ from bench.realtime import logical_server, stream_round
 from bench.speed import Report, machine
 from bench.stats import Table, ms, p50, p95
 from devkit.pgoutput import Decoder, RowChange
-from devkit.realtime.channels import Hub, Stats
+from devkit.realtime.hub import Hub, Stats
 from devkit.realtime.socket import Session
 from infra.db import Pool, create_pool
 from infra.store import messages

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def command_line() -> argparse.ArgumentParser:
+    """`handoff`'s commands and their options."""
     parser = argparse.ArgumentParser(prog="handoff")
     commands = parser.add_subparsers(dest="command", required=True)
     dev = commands.add_parser("dev", help="run the whole stack locally")
@@ -57,6 +58,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="append",
         help="an optional dependency group to ship (default: the provider MODEL names)",
     )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = command_line()
     args = parser.parse_args(argv)
     if args.command == "package":
         if not args.uv:

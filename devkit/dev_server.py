@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import functools
 import logging
 import secrets
@@ -17,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 
 import jwt
+from fastapi import FastAPI
 
 from devkit.app import create_dev_app
 from devkit.change_feed import WAL_LEVEL_SQL
@@ -24,6 +24,7 @@ from devkit.changes import close_change_feed
 from devkit.dev_home import DevHome
 from devkit.dev_logs import RequestLog, quiet_stop
 from devkit.dev_routes import DevSession, install_dev_routes
+from devkit.dev_socket import PortUnavailable, listening_socket
 from devkit.embedded_pg import start_embedded_postgres
 from devkit.left_behind import dev_server_presence, jobs_left_behind
 from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, socket_origin
@@ -44,7 +45,6 @@ DEMO_EMAIL = "demo@handoff.local"
 DEV_TOKEN_TTL_SECONDS = 24 * 3600
 ANON_KEY_ISSUED = 1_767_225_600  # 2026-01-01: fixed, so that a secret always signs one key
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-LISTEN_BACKLOG = 2048  # uvicorn's
 
 
 def mint_dev_token(secret: str, user_id: UserId, audience: str) -> str:
@@ -85,28 +85,6 @@ async def warn_without_logical_decoding(database_url: str) -> None:
             " ALTER SYSTEM SET wal_level = logical, then restart Postgres.",
             flush=True,
         )
-
-
-class PortUnavailable(Exception):
-    """The server's port cannot be had; the message says so in one sentence."""
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """The server's socket, listening already: a busy port is found before anything starts."""
-    try:
-        sock = loopback_socket(host) if port == 0 else _bound_socket(host, port)
-        sock.listen(LISTEN_BACKLOG)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise PortUnavailable(
-                f"port {port} on {host} is in use (another handoff dev?): stop what uses it,"
-                " or pick another port with --port"
-            ) from exc
-        raise PortUnavailable(
-            f"cannot listen on {host} port {port} ({exc.strerror or exc}): pick another host"
-            " with --host or another port with --port"
-        ) from exc
-    return sock
 
 
 def run(settings: Settings, host: str, port: int, home: DevHome) -> int:
@@ -176,24 +154,7 @@ async def dev_server(
     settings: Settings, app_sock: socket.socket, home: DevHome, stop: StopRequest
 ) -> None:
     """The whole stack on `app_sock`, until `stop` is requested."""
-    updates: dict[str, object] = {}
-    if not settings.database_url:
-        print("DATABASE_URL not set: starting an embedded Postgres…", flush=True)
-        updates["database_url"] = await asyncio.to_thread(start_embedded_postgres, home.postgres)
-    if settings.supabase_jwt_secret is None:
-        updates["supabase_jwt_secret"] = home.jwt_secret()
-    local_engine = not (
-        settings.inngest_is_dev_server or settings.inngest_origin or settings.inngest_signing_key
-    )
-    host = app_sock.getsockname()[0]
-    intake_sock = loopback_socket(host) if local_engine else None
-    if intake_sock is not None:
-        updates |= {
-            "inngest_base_url": socket_origin(intake_sock),
-            "inngest_signing_key": f"signkey-local-{secrets.token_hex(32)}",
-            "inngest_event_key": secrets.token_hex(16),
-        }
-    settings = Settings.model_validate({**settings.model_dump(), **updates})
+    settings, intake_sock = await _dev_settings(settings, home, app_sock.getsockname()[0])
     assert settings.database_url
     assert settings.supabase_jwt_secret
     applied = await migrate(settings.database_url)
@@ -217,22 +178,66 @@ async def dev_server(
     session = DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint, dev_anon_key(secret))
     install_dev_routes(app, session, traces)
     origin = socket_origin(app_sock)
-    token = mint()
-    if intake_sock is None:
-        async with serve_asgi(app, app_sock):
-            _print_ready(
-                origin, token, "Inngest at " + (settings.inngest_origin or "Inngest Cloud")
-            )
-            try:
-                await stop.wait()
-            finally:
-                stopping.set()
-                await close_change_feed(app)
+    if intake_sock is not None:
+        serving = Serving(app, app_sock, origin, mint(), stop, stopping)
+        await _serve_with_executor(serving, settings, intake_sock)
         return
+    async with serve_asgi(app, app_sock):
+        _print_ready(origin, mint(), "Inngest at " + (settings.inngest_origin or "Inngest Cloud"))
+        try:
+            await stop.wait()
+        finally:
+            stopping.set()
+            await close_change_feed(app)
+
+
+async def _dev_settings(
+    settings: Settings, home: DevHome, host: str
+) -> tuple[Settings, socket.socket | None]:
+    """The settings completed for development (an embedded Postgres, the home's JWT secret, the
+    local executor's keys when no Inngest is named), and the executor's intake socket if so."""
+    updates: dict[str, object] = {}
+    if not settings.database_url:
+        print("DATABASE_URL not set: starting an embedded Postgres…", flush=True)
+        updates["database_url"] = await asyncio.to_thread(start_embedded_postgres, home.postgres)
+    if settings.supabase_jwt_secret is None:
+        updates["supabase_jwt_secret"] = home.jwt_secret()
+    local_engine = not (
+        settings.inngest_is_dev_server or settings.inngest_origin or settings.inngest_signing_key
+    )
+    intake_sock = loopback_socket(host) if local_engine else None
+    if intake_sock is not None:
+        updates |= {
+            "inngest_base_url": socket_origin(intake_sock),
+            "inngest_signing_key": f"signkey-local-{secrets.token_hex(32)}",
+            "inngest_event_key": secrets.token_hex(16),
+        }
+    return Settings.model_validate({**settings.model_dump(), **updates}), intake_sock
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The dev app, its socket and the token the banner shows, until `stop` is requested
+    (`stopping` tells the request log)."""
+
+    app: FastAPI
+    app_sock: socket.socket
+    origin: str
+    token: str
+    stop: StopRequest
+    stopping: asyncio.Event
+
+
+async def _serve_with_executor(
+    serving: Serving, settings: Settings, intake_sock: socket.socket
+) -> None:
+    """Serve the app with the local executor, resuming the jobs the last dev server left."""
+    assert settings.database_url
     assert settings.inngest_signing_key
     assert settings.inngest_event_key
+    app = serving.app
     executor = LocalInngest(
-        serve_url=f"{origin}/api/inngest",
+        serve_url=f"{serving.origin}/api/inngest",
         signing_key=settings.inngest_signing_key.get_secret_value(),
         event_key=settings.inngest_event_key.get_secret_value(),
         functions=app.state.inngest_functions,
@@ -249,16 +254,16 @@ async def dev_server(
                 " left to it.",
                 flush=True,
             )
-        async with executor, executor.serve_intake(intake_sock), serve_asgi(app, app_sock):
+        async with executor, executor.serve_intake(intake_sock), serve_asgi(app, serving.app_sock):
             for job in left:
                 executor.send(
                     {"id": job.idempotency_key, "name": HANDOFF_EVENT, "data": job.payload}
                 )
-            _print_ready(origin, token, "local executor (development only)")
+            _print_ready(serving.origin, serving.token, "local executor (development only)")
             try:
-                await stop.wait()
+                await serving.stop.wait()
             finally:
-                stopping.set()
+                serving.stopping.set()
                 # Runs first: no step starts while the app shuts down. A run cut short leaves
                 # its job unfinished, for the next start to resume.
                 await executor.stop()
@@ -267,18 +272,6 @@ async def dev_server(
 
 def _jobs(count: int) -> str:
     return "1 background job" if count == 1 else f"{count} background jobs"
-
-
-def _bound_socket(host: str, port: int) -> socket.socket:
-    # IPPROTO_TCP so asyncio disables Nagle on accepted connections (see loopback_socket).
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    return sock
 
 
 def _print_ready(origin: str, token: str, engine: str) -> None:

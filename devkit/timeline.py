@@ -24,13 +24,13 @@ running shows what has ended so far, and how many of its spans have started and 
 
 `GET /api/dev/messages/{messageId}/timeline` serves one: the spans in start order, with their
 start offset and duration in milliseconds from the trace's first span, their depth and parent.
+A trace's bounded record and its waterfall are devkit/traces.py's.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
+from collections import OrderedDict
 from uuid import UUID
 
 from fastapi import APIRouter, FastAPI, Request
@@ -40,6 +40,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from devkit.traces import Row, SpanRecord, Trace, TraceView, trace_view
 from handlers.deps import CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from infra import telemetry
@@ -60,72 +61,6 @@ KEPT: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class SpanRecord:
-    """What the timeline keeps of an ended span."""
-
-    span_id: int
-    parent_id: int | None
-    name: str
-    start_ns: int
-    end_ns: int
-    error: str | None  # what the span's status says of its failure; None when it did not fail
-    attributes: dict[str, str | int | float | bool]
-    turn: bool  # the turn's span or a step's: it carries the reply's message id
-
-
-@dataclass
-class _Trace:
-    spans: list[SpanRecord] = field(default_factory=list)
-    # How many kept spans each span is the parent of.
-    children: Counter[int] = field(default_factory=Counter)
-    dropped: int = 0
-    running: int = 0  # spans started and not ended yet
-    message_ids: set[str] = field(default_factory=set)
-
-    def keep(self, record: SpanRecord, max_spans: int) -> None:
-        if len(self.spans) >= max_spans:
-            self.dropped += 1
-            if not self._notable(record):
-                return
-            leaf = next(
-                (i for i in reversed(range(len(self.spans))) if not self._notable(self.spans[i])),
-                None,
-            )
-            if leaf is None:
-                return
-            gone = self.spans.pop(leaf)
-            if gone.parent_id is not None:
-                self.children[gone.parent_id] -= 1
-        self.spans.append(record)
-        if record.parent_id is not None:
-            self.children[record.parent_id] += 1
-
-    def _notable(self, record: SpanRecord) -> bool:
-        # Children end before their parent: a span's kept children are known when it ends.
-        return record.turn or bool(record.attributes) or self.children[record.span_id] > 0
-
-
-@dataclass(frozen=True)
-class Row:
-    """A span as the waterfall shows it."""
-
-    span: SpanRecord
-    depth: int
-    parent_id: int | None  # None when the parent is not in the timeline (the trace's roots)
-    start_ms: float
-    duration_ms: float
-
-
-@dataclass(frozen=True)
-class TraceView:
-    trace_id: int
-    rows: list[Row]
-    duration_ms: float
-    dropped: int
-    running: int
-
-
 class Timeline(SpanProcessor):
     """The last `max_traces` traces of the `handoff` scope, at most `max_spans` spans each,
     found by the message id their spans carry. Thread-safe: spans may end on any thread."""
@@ -134,7 +69,7 @@ class Timeline(SpanProcessor):
         self.max_traces = max_traces
         self.max_spans = max_spans
         self._lock = threading.Lock()
-        self._traces: OrderedDict[int, _Trace] = OrderedDict()
+        self._traces: OrderedDict[int, Trace] = OrderedDict()
         self._by_message: dict[str, int] = {}
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -174,15 +109,15 @@ class Timeline(SpanProcessor):
             if trace_id is None or kept is None or not kept.spans:
                 return None
             spans, dropped, running = list(kept.spans), kept.dropped, kept.running
-        return _view(trace_id, spans, dropped, running)
+        return trace_view(trace_id, spans, dropped, running)
 
-    def _touch(self, trace_id: int) -> _Trace:
+    def _touch(self, trace_id: int) -> Trace:
         """The trace's entry, the most recent now; the oldest goes when there are too many."""
         kept = self._traces.get(trace_id)
         if kept is not None:
             self._traces.move_to_end(trace_id)
             return kept
-        kept = self._traces[trace_id] = _Trace()
+        kept = self._traces[trace_id] = Trace()
         while len(self._traces) > self.max_traces:
             gone_id, gone = self._traces.popitem(last=False)
             for message_id in gone.message_ids:
@@ -217,36 +152,6 @@ def _record(span: ReadableSpan) -> SpanRecord | None:
         },
         turn=isinstance(attributes.get(MESSAGE_ID), str),
     )
-
-
-def _view(trace_id: int, spans: list[SpanRecord], dropped: int, running: int) -> TraceView:
-    by_id = {span.span_id: span for span in spans}
-    depths: dict[int, int] = {}
-
-    def depth(span: SpanRecord) -> int:
-        if span.span_id not in depths:
-            parent = by_id.get(span.parent_id) if span.parent_id is not None else None
-            depths[span.span_id] = 0 if parent is None else depth(parent) + 1
-        return depths[span.span_id]
-
-    ordered = sorted(spans, key=lambda s: (s.start_ns, depth(s), s.end_ns))
-    origin = ordered[0].start_ns
-    rows = [
-        Row(
-            span=span,
-            depth=depth(span),
-            parent_id=span.parent_id if span.parent_id in by_id else None,
-            start_ms=_ms(span.start_ns - origin),
-            duration_ms=_ms(span.end_ns - span.start_ns),
-        )
-        for span in ordered
-    ]
-    end = max(span.end_ns for span in spans)
-    return TraceView(trace_id, rows, _ms(end - origin), dropped, running)
-
-
-def _ms(nanoseconds: int) -> float:
-    return round(nanoseconds / 1e6, 3)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -73,23 +73,7 @@ class Endpoint:
         ``slot`` is held only while the request is in flight (concurrency limits)."""
         if self._http is None:
             raise RuntimeError("LocalInngest.start() has not been awaited")
-        body = canonical_json(
-            {
-                "ctx": {
-                    "run_id": run.run_id,
-                    "attempt": attempt,
-                    "max_attempts": run.target.max_attempts,
-                    "disable_immediate_execution": disable_immediate,
-                    "use_api": False,
-                    "stack": {"stack": list(run.steps)},
-                },
-                "event": run.event,
-                "events": [run.event],
-                "steps": run.steps,
-                "use_api": False,
-                "version": 1,
-            }
-        )
+        body = request_body(run, attempt, disable_immediate)
         headers = {
             "content-type": "application/json",
             "x-inngest-signature": sign_body(body, self._signing_key),
@@ -126,3 +110,24 @@ class Endpoint:
         if res.status_code == 200:
             return Reply("done", parsed)
         return Reply("error", parsed, no_retry)
+
+
+def request_body(run: Run, attempt: int, disable_immediate: bool) -> bytes:
+    """The call's body as Inngest sends it: the run's event and memoized steps."""
+    return canonical_json(
+        {
+            "ctx": {
+                "run_id": run.run_id,
+                "attempt": attempt,
+                "max_attempts": run.target.max_attempts,
+                "disable_immediate_execution": disable_immediate,
+                "use_api": False,
+                "stack": {"stack": list(run.steps)},
+            },
+            "event": run.event,
+            "events": [run.event],
+            "steps": run.steps,
+            "use_api": False,
+            "version": 1,
+        }
+    )

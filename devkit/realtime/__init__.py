@@ -40,14 +40,21 @@ What it does not reproduce: Presence (a `presence` push is answered with an erro
 tracked), broadcast replay, the HTTP broadcast API, DELETE and TRUNCATE events, filter
 operators other than eq, neq and in, binary broadcast payloads (such a push is ignored), `sb_`
 API keys (a key must be a JWT), frames nested past 64 levels (Realtime's parser reads any
-depth; here such a frame ends the socket), rate limits and quotas other than channels per
+depth; here such a frame ends the socket), json values in a row nested past about 1000
+levels (Postgres stores them, Realtime sends them; here that row's change is dropped, with a
+log line, for every subscriber), rate limits and quotas other than channels per
 socket (joins and events per second, concurrent users, payload size), and Realtime's tenants,
 clustering and reconnection of the feed (a lost feed is a `system` error; a client that rejoins
 gets a working one). Row changes are
 polled every 100 ms, as Realtime polls them; broadcasts are decoded as soon as the migrations'
 realtime.send notifies, as Realtime streams them.
+
+The modules: endpoint (the handshake), socket (one connection's session), joins and bindings
+(a join's payload and its Postgres Changes bindings, read without I/O), hub (every channel, the
+change feed's listener), channels (one channel's delivery and token), postgres_changes (the
+bindings' checks, RLS and payloads), authorization, tokens, protocol (the serializers).
 """
 
-from devkit.realtime.socket import REALTIME_PATH, install_realtime, realtime_hub
+from devkit.realtime.endpoint import REALTIME_PATH, install_realtime, realtime_hub
 
 __all__ = ["REALTIME_PATH", "install_realtime", "realtime_hub"]

@@ -1,5 +1,5 @@
-"""The websocket at /realtime/v1/websocket: one Phoenix socket per connection, its channels, and
-the events a Realtime client sends (RealtimeWeb.UserSocket and RealtimeWeb.RealtimeChannel)."""
+"""One Phoenix socket per connection (endpoint.py accepts it): its channels, and the events a
+Realtime client sends (RealtimeWeb.UserSocket and RealtimeWeb.RealtimeChannel)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,20 @@ import asyncio
 import logging
 from typing import Any, Literal
 
-from fastapi import APIRouter, FastAPI, WebSocket, WebSocketDisconnect
-from fastapi.responses import JSONResponse
+from fastapi import WebSocket, WebSocketDisconnect
 from starlette.websockets import WebSocketState
 
-from devkit import changes
-from devkit.realtime.authorization import PolicyError, read_policies
-from devkit.realtime.channels import Channel, Hub, flexible_bool
-from devkit.realtime.postgres_changes import Binding, BindingError, binding_id, parse_binding
+from devkit.change_feed import ChangeFeedUnavailable
+from devkit.realtime.authorization import PolicyError, ReadPolicies, read_policies
+from devkit.realtime.channels import Channel
+from devkit.realtime.hub import Hub
+from devkit.realtime.joins import (
+    TOPIC_PREFIX,
+    JoinRequest,
+    read_join,
+    replay_refusal,
+    topic_refusal,
+)
 from devkit.realtime.protocol import (
     ACCESS_TOKEN,
     BROADCAST,
@@ -23,7 +29,6 @@ from devkit.realtime.protocol import (
     LEAVE,
     PHOENIX,
     PRESENCE,
-    SERIALIZERS,
     Frame,
     Message,
     ProtocolError,
@@ -31,70 +36,21 @@ from devkit.realtime.protocol import (
     Unsupported,
     reply,
 )
-from devkit.realtime.tokens import RealtimeTokens, TokenRefused
-from infra.runtime import Services
+from devkit.realtime.tokens import TokenRefused
 
 logger = logging.getLogger(__name__)
 
-REALTIME_PATH = "/realtime/v1/websocket"
 # Frames waiting for a client that does not read: past this, its socket is closed.
 MAX_OUTBOX = 10_000
 # Realtime's max_channels_per_client (TENANT_MAX_CHANNELS_PER_CLIENT), its default: joined
 # channels one socket may hold; a join past it is refused, and a leave makes room.
 MAX_CHANNELS_PER_CLIENT = 100
 PROTOCOL_ERROR = 1002  # the close code of a socket that sent a frame it cannot read
-router = APIRouter()
-
-
-async def realtime_hub(app: FastAPI) -> Hub:
-    """The app's hub, made on first use, on the app's change feed."""
-    hub: Hub | None = getattr(app.state, "realtime_hub", None)
-    if hub is None:
-        services: Services = app.state.services
-        feed = await changes.change_feed(app, services)
-        hub = Hub(await services.pool(), feed, RealtimeTokens(services.settings))
-        app.state.realtime_hub = hub
-        # Before the feed's own hook (added first), which releases the slot.
-        app.state.on_shutdown.insert(0, hub.close)
-    return hub
-
-
-@router.websocket(REALTIME_PATH)
-async def realtime_socket(websocket: WebSocket) -> None:
-    """Realtime's websocket endpoint, as supabase-js and supabase-py connect to it."""
-    vsn = websocket.query_params.get("vsn", "1.0.0")
-    serializer = SERIALIZERS.get(vsn)
-    if serializer is None:
-        await _deny(websocket, 403, f"unsupported protocol version {vsn!r}: 1.0.0 or 2.0.0")
-        return
-    hub = await realtime_hub(websocket.app)
-    token = websocket.headers.get("x-api-key") or websocket.query_params.get("apikey")
-    try:
-        await hub.tokens.verify(token)
-    except TokenRefused as refused:
-        await _deny(websocket, 401, refused.http_message)
-        return
-    await websocket.accept()
-    session = Session(websocket, serializer, hub, str(token))
-    hub.sessions.add(session)
-    try:
-        await session.run()
-    finally:
-        hub.sessions.discard(session)
 
 
 def close_reason(text: str) -> str:
     """`text` cut to what a close frame holds (123 bytes of UTF-8)."""
     return text.encode()[:123].decode(errors="ignore")
-
-
-async def _deny(websocket: WebSocket, status: int, message: str) -> None:
-    """The handshake's HTTP answer, as Realtime's error handler sends it (where the server can
-    send one; else the handshake is refused with 403)."""
-    if "websocket.http.response" in websocket.scope.get("extensions", {}):
-        await websocket.send_denial_response(JSONResponse({"error": message}, status))
-    else:
-        await websocket.close(1008, message)
 
 
 class Session:
@@ -232,100 +188,81 @@ class Session:
 
     async def _join(self, message: Message) -> None:
         topic = message.topic
-        if not topic.startswith("realtime:"):
-            self.reply(message, "error", {"reason": "unmatched topic"})
-            return
-        if topic == "realtime:":
-            reason = "TopicNameRequired: You must provide a topic name"
-            self.reply(message, "error", {"reason": reason})
+        if (refusal := topic_refusal(topic)) is not None:
+            self.reply(message, "error", {"reason": refusal})
             return
         if (existing := self.channels.get(topic)) is not None:
             await existing.close()  # Phoenix closes a topic's channel before joining it again
         if len(self.channels) >= MAX_CHANNELS_PER_CLIENT:
             self.reply(message, "error", {"reason": "ChannelRateLimitReached: Too many channels"})
             return
-        payload = message.payload if isinstance(message.payload, dict) else {}
-        config = payload.get("config") if isinstance(payload.get("config"), dict) else {}
-        assert isinstance(config, dict)
-        access_token = payload.get("access_token") or payload.get("user_token")
-        if not isinstance(access_token, str) or access_token.startswith("sb_"):
-            access_token = self.token
+        request = read_join(message.payload)
+        token = request.access_token or self.token
         try:
-            verified = await self.hub.tokens.verify(access_token)
+            verified = await self.hub.tokens.verify(token)
         except TokenRefused as refused:
             self.reply(message, "error", {"reason": refused.reason})
             return
-        private = flexible_bool(config.get("private", False))
-        broadcast = config.get("broadcast") if isinstance(config.get("broadcast"), dict) else {}
-        presence = config.get("presence") if isinstance(config.get("presence"), dict) else {}
-        assert isinstance(broadcast, dict)
-        assert isinstance(presence, dict)
-        if "replay" in broadcast:
-            reason = (
-                "Replay is not allowed for public channels"
-                if not private
-                else "Replay is not available on this development server"
-            )
-            self.reply(message, "error", {"reason": f"UnableToReplayMessages: {reason}"})
+        if request.replay:
+            self.reply(message, "error", {"reason": replay_refusal(request.private)})
             return
-        sub_topic = topic.removeprefix("realtime:")
         policies = None
-        if private:
-            try:
-                policies = await read_policies(
-                    self.hub.pool,
-                    sub_topic,
-                    verified.claims,
-                    presence=flexible_bool(presence.get("enabled", False)),
-                )
-            except PolicyError:
-                policies = None
-            if policies is None or not (policies.broadcast or policies.presence):
+        if request.private:
+            policies = await self._read_policies(topic, verified.claims, request.presence)
+            if policies is None:
                 reason = (
                     "Unauthorized: You do not have permissions to read from this Channel topic:"
-                    f" {sub_topic}"
+                    f" {topic.removeprefix(TOPIC_PREFIX)}"
                 )
                 self.reply(message, "error", {"reason": reason})
                 return
-        raw = config.get("postgres_changes")
-        requested = [p for p in raw if p is not None] if isinstance(raw, list) else []
-        bindings: list[Binding] = []
-        parse_error = None
-        for params in requested:
-            try:
-                bindings.append(parse_binding(params))
-            except BindingError as error:
-                parse_error = parse_error or str(error)
         channel = Channel(
             self,
             topic=topic,
             join_ref=message.join_ref or message.ref,
-            token=access_token,
+            token=token,
             claims=verified.claims,
-            private=private,
-            bindings=[] if parse_error else bindings,
-            self_broadcast=flexible_bool(broadcast.get("self", False)),
-            ack_broadcast=flexible_bool(broadcast.get("ack", False)),
+            private=request.private,
+            bindings=request.bindings,
+            self_broadcast=request.self_broadcast,
+            ack_broadcast=request.ack_broadcast,
             policies=policies,
         )
-        binding_error = parse_error or await channel.check_bindings()
+        binding_error = request.binding_error or await channel.check_bindings()
         self.channels[topic] = channel
         unavailable = await self.hub.join(channel)
         channel.start(verified.expires_in_s)
-        # Every binding asked for, with its id, as Realtime answers (even one it then refuses).
-        answered = [{**p, "id": binding_id(p)} if isinstance(p, dict) else p for p in requested]
-        self.reply(message, "ok", {"postgres_changes": answered})
-        if requested:
-            if binding_error is not None:
-                channel.push_system("postgres_changes", "error", binding_error)
-            elif unavailable is not None:
-                channel.push_system("postgres_changes", "error", str(unavailable))
-            else:
-                channel.push_system("postgres_changes", "ok", "Subscribed to PostgreSQL")
-        elif unavailable is not None and private:
-            channel.push_system("system", "error", str(unavailable))
+        self.reply(message, "ok", {"postgres_changes": request.answered()})
+        _announce(channel, request, binding_error, unavailable)
+
+    async def _read_policies(
+        self, topic: str, claims: dict[str, Any], presence: bool
+    ) -> ReadPolicies | None:
+        """The private channel's read policies; None when they let the subscriber read nothing
+        (or cannot be read)."""
+        try:
+            policies = await read_policies(
+                self.hub.pool, topic.removeprefix(TOPIC_PREFIX), claims, presence=presence
+            )
+        except PolicyError:
+            return None
+        return policies if policies.broadcast or policies.presence else None
 
 
-def install_realtime(app: FastAPI) -> None:
-    """Serve Realtime's websocket on `app` (the development app)."""
-    app.include_router(router)
+def _announce(
+    channel: Channel,
+    request: JoinRequest,
+    binding_error: str | None,
+    unavailable: ChangeFeedUnavailable | None,
+) -> None:
+    """After the join's reply, the `system` message Realtime sends on: whether its Postgres
+    Changes are subscribed, or why the feed behind a private channel is missing."""
+    if request.requested:
+        if binding_error is not None:
+            channel.push_system("postgres_changes", "error", binding_error)
+        elif unavailable is not None:
+            channel.push_system("postgres_changes", "error", str(unavailable))
+        else:
+            channel.push_system("postgres_changes", "ok", "Subscribed to PostgreSQL")
+    elif unavailable is not None and request.private:
+        channel.push_system("system", "error", str(unavailable))

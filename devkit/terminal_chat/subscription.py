@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 from realtime import (
+    AsyncRealtimeChannel,
     RealtimeChannelOptions,
     RealtimePostgresChangesListenEvent,
     RealtimeSubscribeStates,
@@ -79,24 +80,9 @@ async def message_changes(
     try:
         await client.realtime.set_auth(session.token)  # the user's token: their RLS applies
         channel = client.channel(f"chat:{session.chat_id}", private_channel())
-        for table in ("message", "message_draft"):
-            channel.on_postgres_changes(
-                RealtimePostgresChangesListenEvent.All,
-                on_change,
-                table=table,
-                schema="public",
-                filter=f"chat_id=eq.{session.chat_id}",
-            )
+        _listen(channel, session, on_change)
         channel.on_system(on_system)
-        try:
-            async with asyncio.timeout(SUBSCRIBE_TIMEOUT_S):
-                await channel.subscribe(on_state)
-                problem = await asyncio.shield(ready)
-        except (OSError, TimeoutError) as exc:
-            raise server_gone(session.origin) from exc
-        except Exception as exc:  # the handshake refused (websockets' InvalidStatus, …)
-            problem = str(exc)
-        if problem is not None:
+        if (problem := await _subscribe(channel, on_state, ready, session.origin)) is not None:
             fallback(problem)
             poll()
         yield queue
@@ -107,6 +93,39 @@ async def message_changes(
             with suppress(asyncio.CancelledError):
                 await task
         await _leave(client)
+
+
+def _listen(
+    channel: AsyncRealtimeChannel,
+    session: Session,
+    on_change: Callable[[PostgresChangesPayload], None],
+) -> None:
+    """The chat's messages and drafts, as they change."""
+    for table in ("message", "message_draft"):
+        channel.on_postgres_changes(
+            RealtimePostgresChangesListenEvent.All,
+            on_change,
+            table=table,
+            schema="public",
+            filter=f"chat_id=eq.{session.chat_id}",
+        )
+
+
+async def _subscribe(
+    channel: AsyncRealtimeChannel,
+    on_state: Callable[[RealtimeSubscribeStates, Exception | None], None],
+    ready: asyncio.Future[str | None],
+    origin: str,
+) -> str | None:
+    """Join the channel: None once its changes are subscribed, else why they are not."""
+    try:
+        async with asyncio.timeout(SUBSCRIBE_TIMEOUT_S):
+            await channel.subscribe(on_state)
+            return await asyncio.shield(ready)
+    except (OSError, TimeoutError) as exc:
+        raise server_gone(origin) from exc
+    except Exception as exc:  # the handshake refused (websockets' InvalidStatus, …)
+        return str(exc)
 
 
 def private_channel() -> RealtimeChannelOptions:

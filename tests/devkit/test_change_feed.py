@@ -25,6 +25,8 @@ from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId
 from tests.support import create_user_with_chat, execute, fetch, insert_message, write_draft
 
+# Past the interpreter's recursion limit (1000): json.loads raises RecursionError.
+DEEP_JSON = 5000
 SLOTS_SQL = (
     "select slot_name, temporary from pg_replication_slots where database = current_database()"
 )
@@ -310,6 +312,29 @@ async def test_a_lost_decoder_fails_its_subscribers_and_the_next_one_starts_afre
             [change] = await receive(again, 1)
         await subscription.close()
     assert change["new"]["content"] == "still here"
+
+
+async def test_a_json_value_nested_too_deep_to_decode_drops_its_row_not_the_feed(
+    logical_database_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = logical_database_url
+    user_id, chat_id = await create_user_with_chat(url)
+    message_id = await insert_message(url, chat_id, "deep")
+    async with (
+        change_feed(url) as feed,
+        await feed.subscribe(claims_of(user_id), ChatId(chat_id)) as subscription,
+    ):
+        # WHEN a row gets jsonb nested deeper than Python's json can read (Postgres stores it)
+        deep = "[" * DEEP_JSON + "]" * DEEP_JSON
+        await execute(
+            url, "update public.message set metadata = %s::jsonb where id = %s", deep, message_id
+        )
+        # AND another row changes after it
+        await insert_message(url, chat_id, "after")
+        [change] = await receive(subscription, 1)
+    # THEN the subscriber still receives what follows, and the log says which row was dropped
+    assert change["new"]["content"] == "after"
+    assert "row change dropped" in caplog.text
 
 
 async def test_a_server_without_logical_decoding_is_refused_with_the_fix(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from devkit.dev_server import _bound_socket
+from devkit.dev_socket import bound_socket
 
 
 async def test_connections_to_the_dev_server_port_disable_nagle() -> None:
@@ -17,7 +17,7 @@ async def test_connections_to_the_dev_server_port_disable_nagle() -> None:
         seen.set_result(accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
         writer.close()
 
-    server = await asyncio.start_server(handle, sock=_bound_socket("127.0.0.1", 0))
+    server = await asyncio.start_server(handle, sock=bound_socket("127.0.0.1", 0))
     async with server:
         host, port = server.sockets[0].getsockname()[:2]
         # WHEN a client connects

@@ -1,40 +1,25 @@
-"""The development change feed: the WAL that Supabase Realtime reads, without Realtime.
-
-Realtime reads the WAL of the tables in the `supabase_realtime` publication through a logical
-replication slot and sends each subscriber the row changes its RLS lets it see; it reads the
-inserts into `realtime.messages` (Broadcast from Database: realtime.send) through a publication of
-their own. Locally there is no Realtime server, so `ChangeFeed` decodes both for one app process:
-one temporary pgoutput slot (the server drops it with the connection, so a dead dev server
-retains no WAL), polled about every 100 ms as Realtime polls Postgres Changes, and at once when
-a transaction that called the migrations' realtime.send commits (its notification stands in for
-Realtime's replication stream). Every batch goes, in commit order, to each listener: the
-Realtime endpoint (devkit/realtime/) and the SSE route's subscriptions.
-
-A `Subscription` (the SSE route, devkit/changes.py) takes INSERTs and UPDATEs of
-`public.message` and `public.message_draft` in one chat. DELETEs and TRUNCATEs are not
-delivered: the old row of a delete carries its key only (no `chat_id` to filter on), and a
-deleted row can no longer be checked against RLS.
-
-A change is checked when the subscriber reads it, by looking its row up by primary key under the
-subscriber's RLS, as Realtime checks it (by primary key, when it reads the slot). So a row deleted
-before the check (a draft its reply's completion removed) is not delivered, nor is one whose chat
-is no longer the subscriber's.
-"""
+"""The change feed's I/O: one temporary pgoutput slot per app process, polled, its batches handed
+to every listener in commit order."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from collections import deque
 from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any, Protocol
 
 import psycopg
 
-from devkit.change_payloads import TABLE_KEYS, PostgresChange, visible_changes
-from devkit.pgoutput import Change, Decoder, RowChange
+from devkit.change_feed.errors import (
+    ChangeFeedClosed,
+    ChangeFeedError,
+    ChangeFeedLost,
+    ChangeFeedUnavailable,
+)
+from devkit.change_feed.subscription import Subscription
+from devkit.pgoutput import Change, Decoder
 from infra.db import Conn, Pool, connect
 from infra.store.access import user_transaction
 from infra.store.chats import require_chat
@@ -60,26 +45,6 @@ select data from pg_logical_slot_get_binary_changes(
 """
 PUBLICATIONS_SQL = "select pubname from pg_publication where pubname = any(%s) order by pubname"
 LISTEN_SQL = f"listen {WAKE_CHANNEL}"
-
-
-class ChangeFeedError(RuntimeError):
-    """The change feed cannot deliver (any more) changes to a subscriber."""
-
-
-class ChangeFeedUnavailable(ChangeFeedError):
-    """The database cannot decode its WAL logically (wal_level, privileges, slots)."""
-
-
-class SubscriberOverflow(ChangeFeedError):
-    """The subscriber fell too far behind and was dropped."""
-
-
-class ChangeFeedLost(ChangeFeedError):
-    """The feed's connection or decoding failed; the subscriber may have missed changes."""
-
-
-class ChangeFeedClosed(ChangeFeedError):
-    """The app is shutting down."""
 
 
 async def create_slot(conn: Conn, slot: str) -> None:
@@ -111,88 +76,6 @@ class FeedListener(Protocol):
     def fail(self, error: ChangeFeedError) -> None:
         """The feed stopped: changes may have been missed."""
         ...
-
-
-class Subscription:
-    """One chat's changes for one user. Every change committed after `ChangeFeed.subscribe`
-    returned it is delivered (some committed shortly before may be too), in commit order."""
-
-    def __init__(
-        self, feed: ChangeFeed, claims: dict[str, Any], chat_id: ChatId, max_pending: int
-    ) -> None:
-        self.claims = claims
-        self.chat_id = chat_id
-        self.max_pending = max_pending
-        self._feed = feed
-        self._pending: deque[RowChange] = deque()
-        self._wake = asyncio.Event()
-        self._error: ChangeFeedError | None = None
-
-    def offer(self, changes: Sequence[Change]) -> bool:
-        """Queue the batch's inserts and updates of the chat's messages and drafts; False (and
-        the subscription failed) when too many are waiting."""
-        if self._error is not None:
-            return False
-        for change in changes:
-            if not self._wants(change):
-                continue
-            if len(self._pending) >= self.max_pending:
-                self.fail(SubscriberOverflow("Too many changes were waiting: some were dropped."))
-                return False
-            assert isinstance(change, RowChange)
-            self._pending.append(change)
-            self._wake.set()
-        return True
-
-    def _wants(self, change: Change) -> bool:
-        return (
-            isinstance(change, RowChange)
-            and change.kind != "DELETE"
-            and change.table in TABLE_KEYS
-            and change.new.get("chat_id") == str(self.chat_id)
-        )
-
-    def fail(self, error: ChangeFeedError) -> None:
-        if self._error is None:
-            self._error = error
-            self._pending.clear()
-            self._wake.set()
-
-    async def next(self, max_wait_s: float | None = None) -> list[PostgresChange]:
-        """The next changes the user may see; [] if none came within `max_wait_s` seconds.
-        Raises the ChangeFeedError that ended the subscription.
-
-        Its own limit rather than an `asyncio.timeout` around it: cancelled during the RLS
-        check, it would lose the changes being checked."""
-        loop = asyncio.get_running_loop()
-        deadline = None if max_wait_s is None else loop.time() + max_wait_s
-        while True:
-            if self._error is not None:
-                raise self._error
-            if self._pending:
-                batch = list(self._pending)
-                self._pending.clear()
-                visible = await visible_changes(self._feed.pool, self.claims, self.chat_id, batch)
-                if visible:
-                    return visible
-                continue
-            self._wake.clear()
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                return []
-            with suppress(TimeoutError):
-                async with asyncio.timeout(remaining):
-                    await self._wake.wait()
-
-    async def close(self) -> None:
-        """Leave the feed (the last subscriber to leave stops the decoding). Idempotent."""
-        await asyncio.shield(self._feed.detach(self))
-
-    async def __aenter__(self) -> Subscription:
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        await self.close()
 
 
 class ChangeFeed:
