@@ -1,9 +1,9 @@
 """The model rounds of one background job, each the body of a step.
 
 A round runs on an in-memory copy of the thread's latest checkpoint, the job's own (the first
-round of an enqueued turn: the active branch's head; turns/engine.py); its
-checkpoints land in one transaction, and only while the run still holds the job. A round
-canceled half-way leaves the thread as it was, not with an answer the user never saw.
+round of an enqueued turn: the active branch's head; turns/engine.py); its checkpoints land in
+one transaction, and only while the run still holds the job. A round canceled half-way leaves
+the thread as it was, not with an answer the user never saw.
 """
 
 from __future__ import annotations
@@ -243,10 +243,8 @@ class Rounds:
             logger.warning("model call failed", extra={**self.log, **failure.log()})
             if failure.retriable and not last_attempt:
                 raise RetryLater(failure.kind, failure.retry_after_s) from exc
-            pool = await self.services.pool()
-            await endings.fail(
-                pool, job_key=self.job_key, user_text=failure.user_text, error=failure.kind
-            )
+            pool, text = await self.services.pool(), failure.user_text
+            await endings.fail(pool, job_key=self.job_key, user_text=text, error=failure.kind)
             raise JobFailed(failure.kind) from exc
 
     @property

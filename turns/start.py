@@ -109,7 +109,7 @@ async def _start(
         await _insert_reply(conn, turn, "queued" if slot.queued else "streaming")
         if slot.queued:
             payload = turn.waiting().to_data()
-            await jobs.wait_for_slot(conn, request, reply_id=turn.reply_id, payload=payload)
+            await jobs.wait_for_slot(conn, request, payload)
         return slot
 
 

@@ -29,9 +29,8 @@ The rules:
 - **Ends are final**: only a live job completes, fails or is canceled; a late report (another
   run's, a retry after a replay succeeded) changes nothing. A failed job may be claimed again:
   a dashboard replay resumes it.
-- **Release**: a background job whose run is known to have died with its executor (`handoff
-  dev` knows it of every unfinished job when it starts alone on its database) goes back to
-  `queued` without waiting out the lease, and a fresh run of its event claims it.
+- **Release**: a job whose run died with its executor (`handoff dev` knows it of every
+  unfinished job when it starts alone on its database) is claimed anew without the lease.
 - `error` holds a code and plain words only, never a traceback: the chat's owner can read it.
 """
 
@@ -73,9 +72,8 @@ values (%(chat_id)s, %(assistant_id)s, %(reply_id)s, 'waiting', 'turn', %(event)
         %(payload)s)
 """
 # A quick path that died (its process killed mid-stream) must not hold the slot for good: its
-# job ends in `error`, and the caller ends its reply (turns/endings.py) in the same transaction.
-# With no chat given, every chat's: the outbox relay's sweep, so that a turn waiting behind a
-# dead one does not wait for another message to come along.
+# job ends in `error`, its reply with it (turns/endings.py). With no chat given, every chat's:
+# the outbox relay's sweep, so a turn waiting behind a dead one goes without another message.
 EXPIRE_QUICK_SQL = """
 update public.job_runs set status = 'error', error = 'quick_path_stopped', updated_at = now()
 where kind = 'quick' and status = 'processing'
@@ -111,11 +109,10 @@ where idempotency_key = %(key)s and kind <> 'quick'
   and (status in ('queued', 'error')
        or (status = 'processing'
            and (run_id = %(run_id)s or updated_at < now() - make_interval(secs => %(lease_s)s))))
-returning id, root_message_id, payload, attempt
+returning id as job_id, root_message_id, payload, attempt
 """
-# Only a job still running completes: a canceled one keeps the text it had when canceled.
-# The job's figures for operators: how many tool calls its turn made, and how long it took
-# from the request that started it.
+# Only a job still running completes (a canceled one keeps its text), with its figures for
+# operators: how many tool calls its turn made, and how long since the request that started it.
 COMPLETE_SQL = """
 update public.job_runs
 set status = 'completed', error = null, updated_at = now(),
@@ -150,7 +147,6 @@ update public.job_runs set updated_at = now()
 where idempotency_key = %s and status = 'processing' and run_id = %s
 returning id
 """
-
 # How often the job's model rounds ran again (a failed attempt, a lost step output): each may
 # have paid the provider again.
 RERUN_SQL = """
@@ -159,8 +155,6 @@ set metadata = metadata || jsonb_build_object(
   'roundReruns', coalesce((metadata ->> 'roundReruns')::int, 0) + 1)
 where idempotency_key = %s
 """
-# Every running background job (queued or processing), each with its event's data. Only for a
-# caller that knows no run of any of them is alive: a live run would lose its hold on the job.
 RELEASE_SQL = with_statuses(
     """
 update public.job_runs set status = 'queued', updated_at = now()
@@ -213,16 +207,9 @@ async def take_slot(conn: Conn, turn: SlotRequest) -> bool:
     return await (await conn.execute(TAKE_SLOT_SQL, params)).fetchone() is not None
 
 
-async def wait_for_slot(
-    conn: Conn, turn: SlotRequest, *, reply_id: MessageId, payload: dict[str, Any]
-) -> None:
+async def wait_for_slot(conn: Conn, turn: SlotRequest, payload: dict[str, Any]) -> None:
     """The turn waits behind the active job; promotion queues it when that job ends."""
-    params = {
-        **asdict(turn),
-        "reply_id": reply_id,
-        "event": HANDOFF_EVENT,
-        "payload": Jsonb(payload),
-    }
+    params = {**asdict(turn), "event": HANDOFF_EVENT, "payload": Jsonb(payload)}
     await conn.execute(WAIT_SQL, params)
 
 
@@ -258,27 +245,22 @@ async def claim(conn: Conn, job_key: str, run_id: str, *, lease_s: float) -> Cla
     """Take the job for this run; None when it is done, canceled or held by another live run."""
     params = {"key": job_key, "run_id": run_id, "lease_s": lease_s}
     row = await (await conn.execute(CLAIM_SQL, params)).fetchone()
-    if row is None:
-        return None
-    return ClaimedJob(
-        row["id"], MessageId(row["root_message_id"]), row["payload"], int(row["attempt"])
-    )
+    return ClaimedJob(**row) if row is not None else None
 
 
 async def release_all(pool: Pool) -> list[ReleasedJob]:
-    """Every running background job back to `queued`, for a fresh run of its event to claim.
-    Only when every run of them is known to be gone (the executor that ran them stopped)."""
+    """Every running background job (queued or processing) back to `queued`, for a fresh run
+    of its event to claim. Only when every run of them is known to be gone (the executor that
+    ran them stopped): a live run would lose its hold on the job."""
     async with pool.connection() as conn:
         rows = await (await conn.execute(RELEASE_SQL)).fetchall()
     return [ReleasedJob(r["idempotency_key"], r["payload"]) for r in rows]
 
 
 async def hold(conn: Conn, job_key: str, run_id: str) -> bool:
-    """Lock the job for the rest of `conn`'s transaction if `run_id` still holds it running.
-
-    Writes made in that transaction land only while the job is live, and a cancel waits for
-    them to commit: they never land after it.
-    """
+    """Lock the job for the rest of `conn`'s transaction if `run_id` still holds it running:
+    writes made in that transaction land only while the job is live, and a cancel waits for
+    them to commit, so they never land after it."""
     return await (await conn.execute(HOLD_SQL, (job_key, run_id))).fetchone() is not None
 
 
@@ -290,8 +272,7 @@ async def count_rerun(pool: Pool, job_key: str) -> None:
 async def complete(conn: Conn, job_key: str, *, tool_calls: int) -> bool:
     """The background job `completed`, with its figures; False when it was no longer running
     (canceled, or finished already by a retry)."""
-    row = await (await conn.execute(COMPLETE_SQL, (tool_calls, job_key))).fetchone()
-    if row is None:
+    if (row := await (await conn.execute(COMPLETE_SQL, (tool_calls, job_key))).fetchone()) is None:
         return False
     _count_end(row, "completed")
     return True
@@ -300,8 +281,7 @@ async def complete(conn: Conn, job_key: str, *, tool_calls: int) -> bool:
 async def fail(conn: Conn, job_key: str, error: str) -> MessageId | None:
     """The live job ends in `error`, which holds `error` (a code, no internals); its reply, for
     the caller to end with it. None when the job had ended already (or has no reply)."""
-    row = await (await conn.execute(FAIL_SQL, (error, job_key))).fetchone()
-    if row is None:
+    if (row := await (await conn.execute(FAIL_SQL, (error, job_key))).fetchone()) is None:
         return None
     _count_end(row, "error")
     return MessageId(row["root_message_id"]) if row["root_message_id"] is not None else None
@@ -309,8 +289,7 @@ async def fail(conn: Conn, job_key: str, error: str) -> MessageId | None:
 
 async def cancel(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJob | None:
     """The active job of the chat and assistant ends `canceled`; None when there is none."""
-    row = await (await conn.execute(CANCEL_SQL, (chat_id, assistant_id))).fetchone()
-    if row is None:
+    if (row := await (await conn.execute(CANCEL_SQL, (chat_id, assistant_id))).fetchone()) is None:
         return None
     _count_end(row, "canceled")
     return CanceledJob(row["idempotency_key"], row["root_message_id"], quick=row["kind"] == "quick")
