@@ -14,13 +14,12 @@ from agent.threads import DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, EventsDep, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId, CallIdPath
-from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_cancel, send_control
+from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_control
 from infra.store import pauses
 from infra.store.approvals import record_decision
 from infra.store.ids import ChatId
-from infra.store.jobs import cancel_active
 from infra.store.questions import record_answer
-from turns.start import send_queued_turns
+from turns import endings
 
 router = APIRouter()
 
@@ -57,17 +56,10 @@ async def cancel(
     Canceling an idle chat changes nothing and is still accepted.
     """
     assistant_id = (body or CancelRequest()).assistant_id
-    canceled = await cancel_active(
-        await services.pool(), user.claims, chat_id=ChatId(chat_id), assistant_id=assistant_id
-    )
+    then = endings.Next(events, ChatId(chat_id), assistant_id)
+    canceled = await endings.cancel(await services.pool(), then, user.claims)
     if canceled is None:
         return CancelResponse(canceled=False)
-    # A turn still on its quick path has no run to stop: it finds its slot gone and stops.
-    if canceled.message_id is not None and not canceled.quick:
-        await send_cancel(
-            events, chat_id=chat_id, assistant_id=assistant_id, message_id=canceled.message_id
-        )
-    await send_queued_turns(await services.pool(), events, ChatId(chat_id), assistant_id)
     return CancelResponse(canceled=True, assistant_message_id=canceled.message_id)
 
 

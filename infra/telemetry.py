@@ -206,6 +206,15 @@ def record_usage(model: str, usage: Mapping[str, Any] | None, seconds: float) ->
             TOKEN_USAGE.record(usage[key], {**attributes, "gen_ai.token.type": kind})
 
 
+def turn_ended(outcome: str, *, quick: bool, seconds: float | None = None, count: int = 1) -> None:
+    """Count turns that ended as `outcome`, and a background job's `seconds` from its request.
+    Called by the job's transition, which happens once whatever retries and replays do."""
+    attributes = {"handoff.outcome": outcome, "handoff.path": "quick" if quick else "background"}
+    TURNS.add(count, attributes)
+    if not quick and seconds is not None:
+        JOB_DURATION.record(seconds, attributes)
+
+
 def since(started: float) -> float:
     """Seconds since `started` (time.perf_counter())."""
     return time.perf_counter() - started

@@ -24,13 +24,13 @@ from infra import telemetry
 from infra.events import EventSender
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
-from infra.store import jobs, pauses
+from infra.store import jobs, messages, pauses
+from turns import endings
 from turns.engine import IncompatibleCheckpoint, check_schema, durable_state, spent
 from turns.failures import JobFailed
 from turns.prompts import Prompts
 from turns.rounds import Plan, Rounds, asking_tools, plan_from
 from turns.scope import JobScope
-from turns.start import send_queued_turns
 from turns.tool_calls import ToolCalls
 from turns.turn import Turn
 
@@ -69,9 +69,11 @@ class HandoffJob(JobScope):
         """Take the job for this run and plan its first step; unclaimed if it is not ours."""
         pool = await self.services.pool()
         settings = self.services.settings
-        job = await jobs.claim(pool, self.job_key, self.run_id, lease_s=settings.job_lease_s)
-        if job is None:
-            return {"claimed": False, "done": True, "pending": [], "payload": {}}
+        async with pool.connection() as conn, conn.transaction():
+            job = await jobs.claim(conn, self.job_key, self.run_id, lease_s=settings.job_lease_s)
+            if job is None:
+                return {"claimed": False, "done": True, "pending": [], "payload": {}}
+            await messages.mark_streaming(conn, job.root_message_id)
         turn = Turn.model_validate(job.payload)
         if job.attempt == 1 and turn.handed_off_at is not None:
             telemetry.RESUME_OVERHEAD.record(max(0.0, time.time() - turn.handed_off_at))
@@ -82,7 +84,7 @@ class HandoffJob(JobScope):
             logger.error(
                 "checkpoint from an incompatible version", extra={**self.log, "error": str(exc)}
             )
-            await jobs.fail(
+            await endings.fail(
                 pool,
                 job_key=self.job_key,
                 user_text=INCOMPATIBLE_VERSION,
@@ -117,12 +119,9 @@ class HandoffJob(JobScope):
         """After the wait: True when resumed (its instruction, if any, now in the thread);
         False when the job ended meanwhile (canceled, or never resumed: then it ends now,
         `canceled`, and a turn waiting behind it goes)."""
-        async with (await self.services.pool()).connection() as conn, conn.transaction():
-            resumed = await pauses.settle(conn, self.job_key)
+        pool = await self.services.pool()
+        resumed = await endings.settle_pause(pool, self.next(events), self.job_key)
         if not resumed.resumed:
-            await send_queued_turns(
-                await self.services.pool(), events, self.turn.chat_id, self.turn.assistant_id
-            )
             return False
         if resumed.instruction:
             return await self.rounds.note_instruction(resumed.instruction)
@@ -137,7 +136,7 @@ class HandoffJob(JobScope):
         values = state_values(state)
         snapshot = render_agent_snapshot(values)
         used = turn_usage(values)
-        outcome = jobs.Outcome(
+        outcome = endings.Outcome(
             content=snapshot.text,
             checkpoint_id=state.config["configurable"].get("checkpoint_id"),
             usage=dict(used),
@@ -145,20 +144,26 @@ class HandoffJob(JobScope):
             spent=spent(self.turn, used, snapshot),
         )
         held = [str(m.id) for m in values.get("messages", [])]
-        if not await jobs.finish(
-            pool, job_key=self.job_key, message_id=self.turn.reply_id, outcome=outcome, held=held
-        ):
-            return False
-        await send_queued_turns(pool, events, self.turn.chat_id, self.turn.assistant_id)
-        return True
+        return await endings.complete(
+            pool,
+            self.next(events),
+            job_key=self.job_key,
+            reply_id=self.turn.reply_id,
+            outcome=outcome,
+            held=held,
+        )
+
+    def next(self, events: EventSender) -> endings.Next:
+        """Where the turn that waits behind this job goes once the job ends."""
+        return endings.Next(events, self.turn.chat_id, self.turn.assistant_id)
 
 
 async def fail_job(services: Services, events: EventSender, job_key: str, data: Any) -> None:
     """After the last retry: the reply says so in plain words, and the chat's slot is free."""
-    pool = await services.pool()
-    await jobs.fail(pool, job_key=job_key, user_text=APOLOGY, error="job_failed")
     try:
-        turn = Turn.model_validate(data)
+        turn: Turn | None = Turn.model_validate(data)
     except ValidationError:
-        return  # not a turn's event: no chat to free
-    await send_queued_turns(pool, events, turn.chat_id, turn.assistant_id)
+        turn = None  # not a turn's event: no chat to free
+    then = endings.Next(events, turn.chat_id, turn.assistant_id) if turn is not None else None
+    pool = await services.pool()
+    await endings.fail(pool, job_key=job_key, user_text=APOLOGY, error="job_failed", then=then)

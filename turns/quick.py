@@ -31,11 +31,11 @@ from infra import telemetry
 from infra.db import Conn, Pool, PoolClosed
 from infra.events import EventSender, send_handoff
 from infra.runtime import Services
-from infra.store import jobs, messages, outbox, usage
-from infra.store.drafts import DraftWriter, delete_draft
+from infra.store import jobs, outbox
+from infra.store.drafts import DraftWriter
 from infra.store.messages import MessageMetadata
-from turns.engine import IncompatibleCheckpoint, Run, opening, spent, store_run
-from turns.start import send_queued_turns
+from turns import endings
+from turns.engine import IncompatibleCheckpoint, Run, opening, store_run
 from turns.turn import Turn
 
 logger = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ async def _run_turn(
     finally:
         lease.cancel()
     # The turn's job ended: a message that waited behind it now holds the slot.
-    await send_queued_turns(pool, events, turn.chat_id, turn.assistant_id)
+    await endings.send_next(pool, endings.Next(events, turn.chat_id, turn.assistant_id))
 
 
 async def _renew_lease(pool: Pool, turn: Turn, every_s: float) -> None:
@@ -163,9 +163,7 @@ async def _stream_and_store(
         # Canceled, or another message took over: the user keeps what they saw, the thread
         # gets nothing of this turn. What the model used was spent all the same.
         used = turn_usage(state_values(state))
-        async with pool.connection() as conn, conn.transaction():
-            await messages.keep_shown(conn, turn.reply_id, draft.text, usage=dict(used))
-            await usage.record(conn, turn.reply_id, spent(turn, used, snapshot))
+        await endings.keep_shown(pool, turn, draft.text, used=used, snapshot=snapshot)
         raise Interrupted from None
     if not handing_off:
         done = {"assistantMessageId": str(turn.reply_id), "status": "completed"}
@@ -213,35 +211,12 @@ async def _store(
     marks = await store_run(conn, run, turn, opened=True)
     used = turn_usage(state_values(state))
     metadata: MessageMetadata = {**marks, "snapshot": snapshot.to_metadata(), "usage": dict(used)}
-    await messages.settle(
-        conn,
-        turn.reply_id,
-        content=snapshot.text,
-        status="queued" if handing_off else "completed",
-        metadata=metadata,
-        handoff_event_id=turn.job_key if handing_off else None,
-    )
-    await usage.record(conn, turn.reply_id, spent(turn, used, snapshot))
-    # The job's transition, under the lock `hold` took: a cancel that came first has committed
-    # by then (`hold` waited for its row lock and found the slot gone), one that comes later
-    # waits for this transaction.
-    payload: dict[str, Any] = {}
-    if handing_off:
-        payload = turn.paused_at(marks.get("checkpointId")).to_data()
-        held = await jobs.hand_off(
-            conn,
-            job_key=turn.job_key,
-            run_id=turn.run_id,
-            root_message_id=turn.reply_id,
-            payload=payload,
-        )
-    else:
-        held = await jobs.complete_quick(conn, turn.job_key, turn.run_id)
-        # Ended: the content is final, and the draft goes as when a background job finishes.
-        await delete_draft(conn, turn.reply_id)
-    if not held:
+    payload = turn.paused_at(marks.get("checkpointId")).to_data() if handing_off else None
+    if not await endings.settle_quick(
+        conn, turn, snapshot=snapshot, metadata=metadata, used=used, payload=payload
+    ):
         raise _SlotLost
-    return payload
+    return payload if payload is not None else {}
 
 
 async def _record_failure(
@@ -252,7 +227,9 @@ async def _record_failure(
     The reply's text as it ended."""
     try:
         pool = await services.pool()
-        ended = await jobs.fail(pool, job_key=turn.job_key, user_text=text, error=code, shown=shown)
+        ended = await endings.fail(
+            pool, job_key=turn.job_key, user_text=text, error=code, shown=shown
+        )
     except Exception:
         logger.exception("could not record the failed turn", extra=turn.log)
         ended = None

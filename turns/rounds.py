@@ -1,9 +1,9 @@
 """The model rounds of one background job, each the body of a step.
 
 A round runs on an in-memory copy of the thread's latest checkpoint, the job's own (the first
-round of an enqueued turn: the active branch's head; turns/engine.py); its
-checkpoints land in one transaction, and only while the run still holds the job. A round
-canceled half-way leaves the thread as it was, not with an answer the user never saw.
+round of an enqueued turn: the active branch's head; turns/engine.py); its checkpoints land in
+one transaction, and only while the run still holds the job. A round canceled half-way leaves
+the thread as it was, not with an answer the user never saw.
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ from agent.usage import turn_usage
 from infra import telemetry
 from infra.db import Conn
 from infra.runtime import Services
-from infra.store import branches, jobs, messages, pauses, steers, usage
+from infra.store import branches, jobs, messages, pauses, steers
 from infra.store.drafts import DraftWriter
 from infra.store.tool_results import ToolResult
-from turns.engine import Run, began, load_run, opening, spent, store_run
+from turns import endings
+from turns.engine import Run, began, load_run, opening, store_run
 from turns.failures import JobFailed, RetryLater
 from turns.shown import stream_round
 from turns.turn import Turn
@@ -226,7 +227,7 @@ class Rounds:
         await messages.record_snapshot(
             conn, self.turn.reply_id, snapshot.to_metadata(), usage=dict(used)
         )
-        await usage.record(conn, self.turn.reply_id, spent(self.turn, used, snapshot))
+        await endings.record_usage(conn, self.turn, used, snapshot)
 
     async def _stream(
         self,
@@ -254,10 +255,8 @@ class Rounds:
             logger.warning("model call failed", extra={**self.log, **failure.log()})
             if failure.retriable and not last_attempt:
                 raise RetryLater(failure.kind, failure.retry_after_s) from exc
-            pool = await self.services.pool()
-            await jobs.fail(
-                pool, job_key=self.job_key, user_text=failure.user_text, error=failure.kind
-            )
+            pool, text = await self.services.pool(), failure.user_text
+            await endings.fail(pool, job_key=self.job_key, user_text=text, error=failure.kind)
             raise JobFailed(failure.kind) from exc
 
     @property

@@ -22,18 +22,16 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agent.snapshot import STOPPED_TEXT
 from infra import telemetry
 from infra.db import Conn, Pool
-from infra.events import EventSender, send_handoff
-from infra.store import jobs, limits, messages, outbox, steers
+from infra.store import jobs, limits, messages, steers
 from infra.store.access import act_as_service, act_as_user
 from infra.store.chats import ChatNotFound
-from infra.store.ids import ChatId
 from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
 from infra.store.limits import TurnLimits
 from infra.store.messages import ReplyStatus
 from infra.store.steers import SteeredJob
+from turns import endings
 from turns.engine import reply_metadata
 from turns.turn import Turn
 
@@ -111,7 +109,7 @@ async def _start(
         await _insert_reply(conn, turn, "queued" if slot.queued else "streaming")
         if slot.queued:
             payload = turn.waiting().to_data()
-            await jobs.wait_for_slot(conn, request, reply_id=turn.reply_id, payload=payload)
+            await jobs.wait_for_slot(conn, request, payload)
         return slot
 
 
@@ -121,12 +119,8 @@ async def _contend(
     """The slot is taken: free it if its quick path died, else act as `strategy` says."""
     # The Data API roles cannot write jobs: the rest is the service's.
     await act_as_service(conn)
-    expired = await jobs.expire_dead_quick(
-        conn,
-        lease_s=lease_s,
-        note=STOPPED_TEXT,
-        chat_id=turn.chat_id,
-        assistant_id=turn.assistant_id,
+    expired = await endings.expire_dead_quick(
+        conn, lease_s=lease_s, chat_id=turn.chat_id, assistant_id=turn.assistant_id
     )
     if expired and await jobs.take_slot(conn, request):
         return Slot(queued=False)
@@ -150,7 +144,7 @@ async def _contend(
     if strategy == "interrupt":
         # Another interrupting message may take the slot between the two statements.
         for _ in range(3):
-            canceled = await jobs.cancel_in(conn, turn.chat_id, turn.assistant_id)
+            canceled = await endings.cancel_in(conn, turn.chat_id, turn.assistant_id)
             if await jobs.take_slot(conn, request):
                 return Slot(queued=False, interrupted=canceled)
     raise JobAlreadyActive(turn.chat_id)
@@ -171,23 +165,8 @@ async def _insert_reply(conn: Conn, turn: Turn, status: ReplyStatus) -> None:
     )
 
 
-async def send_queued_turns(
-    pool: Pool, sender: EventSender, chat_id: ChatId, assistant_id: str
-) -> None:
-    """Send the event of a turn that waited and took the chat's slot when the job ahead of it
-    ended. Called by whoever ended that job; the outbox relay sends it should this fail."""
-    try:
-        for job in await outbox.unsent_of(pool, chat_id, assistant_id):
-            await send_handoff(sender, job.idempotency_key, job.payload)
-            await outbox.mark_sent(pool, [job.idempotency_key])
-    except Exception:
-        logger.exception(
-            "queued turn not sent; left in the outbox", extra={"chat_id": str(chat_id)}
-        )
-
-
 async def expire_dead_quick_turns(pool: Pool, *, lease_s: float) -> int:
     """End the quick jobs whose process stopped mid-stream, each reply with what it showed and
     a plain note that it was interrupted; a waiting turn takes each slot."""
-    async with pool.connection() as conn:
-        return await jobs.expire_dead_quick(conn, lease_s=lease_s, note=STOPPED_TEXT)
+    async with pool.connection() as conn, conn.transaction():
+        return await endings.expire_dead_quick(conn, lease_s=lease_s)

@@ -53,7 +53,7 @@ from public.broadcast_draft where message_id = %s
 }
 # What reads a reply's draft reads both tables and takes the higher seq (a deployment that changed
 # DRAFT_TRANSPORT while a reply streamed has both): the history (infra/store/branches.py), a
-# cancel and a failure (messages.py) and a quick path that died (jobs.py), each through
+# cancel, a failure and a quick path that died (messages.py), each through
 # `with_latest_draft`. A reply that ended has its final content: its draft goes, from both.
 LATEST_DRAFT_SQL = """(
   select draft_content, seq from public.message_draft where message_id = m.id

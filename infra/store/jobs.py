@@ -4,7 +4,7 @@ Kinds: `quick` (a turn on its respond handler), `handoff` (that turn continuing 
 background), `turn` (a message enqueued behind another job; the background runs it whole).
 
     quick:   processing --hand_off--> queued (kind handoff) ;  --complete_quick--> completed
-    handoff, turn:  queued --claim--> processing --finish--> completed
+    handoff, turn:  queued --claim--> processing --complete--> completed
     waiting --(the job ahead ends; trigger, migration 0007)--> queued
     queued | processing --cancel--> canceled ;  --fail--> error --claim (a replay)--> processing
     handoff, turn:  processing --release (its run is known to be gone)--> queued
@@ -29,15 +29,14 @@ The rules:
 - **Ends are final**: only a live job completes, fails or is canceled; a late report (another
   run's, a retry after a replay succeeded) changes nothing. A failed job may be claimed again:
   a dashboard replay resumes it.
-- **Release**: a background job whose run is known to have died with its executor (`handoff
-  dev` knows it of every unfinished job when it starts alone on its database) goes back to
-  `queued` without waiting out the lease, and a fresh run of its event claims it.
+- **Release**: a job whose run died with its executor (`handoff dev` knows it of every
+  unfinished job when it starts alone on its database) is claimed anew without the lease.
 - `error` holds a code and plain words only, never a traceback: the chat's owner can read it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 from uuid import UUID
 
@@ -46,13 +45,8 @@ from psycopg.types.json import Jsonb
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.events import HANDOFF_EVENT
-from infra.store import messages, usage
-from infra.store.access import act_as_service, user_transaction
-from infra.store.chats import require_chat
-from infra.store.drafts import delete_draft, with_latest_draft
 from infra.store.ids import ChatId, MessageId
 from infra.store.statuses import RUNNING_STATUSES, SLOT_STATUSES, with_statuses
-from infra.store.usage import Spent
 
 JobKind = Literal["quick", "handoff", "turn"]
 
@@ -63,7 +57,7 @@ TAKE_SLOT_SQL = with_statuses(
 insert into public.job_runs
   (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, run_id,
    payload)
-select %(chat_id)s, %(assistant_id)s, %(reply_id)s, 'processing', 'quick', %(event)s, %(key)s,
+select %(chat_id)s, %(assistant_id)s, %(reply_id)s, 'processing', 'quick', %(event)s, %(job_key)s,
        %(run_id)s, '{{}}'::jsonb
 where exists (select 1 from public.chat where id = %(chat_id)s)
 on conflict (chat_id, assistant_id) where status in ({slot}) do nothing
@@ -74,36 +68,19 @@ returning id
 WAIT_SQL = """
 insert into public.job_runs
   (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, payload)
-values (%(chat_id)s, %(assistant_id)s, %(reply_id)s, 'waiting', 'turn', %(event)s, %(key)s,
+values (%(chat_id)s, %(assistant_id)s, %(reply_id)s, 'waiting', 'turn', %(event)s, %(job_key)s,
         %(payload)s)
 """
-# A quick path that died (its process killed mid-stream) must not hold the slot for good, nor
-# leave its reply streaming for ever: the reply keeps the text its draft had shown, followed by
-# `note`, in `error`. With no chat given, every chat's: the outbox relay's sweep, so that a turn
-# waiting behind a dead one does not wait for another message to come along.
-EXPIRE_QUICK_SQL = with_latest_draft("""
-with expired as (
-  update public.job_runs set status = 'error', error = 'quick_path_stopped', updated_at = now()
-  where kind = 'quick' and status = 'processing'
-    and (%(chat_id)s::uuid is null or (chat_id = %(chat_id)s and assistant_id = %(assistant_id)s))
-    and updated_at < now() - make_interval(secs => %(lease_s)s)
-  returning root_message_id
-), replies as (
-  update public.message m
-  set content = concat_ws(
-        E'\n\n', nullif(coalesce((select d.draft_content from {latest_draft} d), m.content), ''),
-        %(note)s::text),
-      status = 'error', updated_at = now()
-  from expired
-  where m.id = expired.root_message_id and m.status = 'streaming'
-  returning m.id
-), drafts as (
-  delete from public.message_draft d using replies where d.message_id = replies.id
-), broadcast_drafts as (
-  delete from public.broadcast_draft d using replies where d.message_id = replies.id
-)
-select count(*) as expired from expired
-""")
+# A quick path that died (its process killed mid-stream) must not hold the slot for good: its
+# job ends in `error`, its reply with it (turns/endings.py). With no chat given, every chat's:
+# the outbox relay's sweep, so a turn waiting behind a dead one goes without another message.
+EXPIRE_QUICK_SQL = """
+update public.job_runs set status = 'error', error = 'quick_path_stopped', updated_at = now()
+where kind = 'quick' and status = 'processing'
+  and (%(chat_id)s::uuid is null or (chat_id = %(chat_id)s and assistant_id = %(assistant_id)s))
+  and updated_at < now() - make_interval(secs => %(lease_s)s)
+returning root_message_id
+"""
 # The turn's quick job becomes its background job: the event (id = the key) goes out next.
 # Both only while the turn still holds its slot (the cancel of another request may have ended
 # it): the caller rolls its transaction back when they change nothing.
@@ -132,11 +109,10 @@ where idempotency_key = %(key)s and kind <> 'quick'
   and (status in ('queued', 'error')
        or (status = 'processing'
            and (run_id = %(run_id)s or updated_at < now() - make_interval(secs => %(lease_s)s))))
-returning id, root_message_id, payload, attempt
+returning id as job_id, root_message_id, payload, attempt
 """
-# Only a job still running completes: a canceled one keeps the text it had when canceled.
-# The job's figures for operators: how many tool calls its turn made, and how long it took
-# from the request that started it.
+# Only a job still running completes (a canceled one keeps its text), with its figures for
+# operators: how many tool calls its turn made, and how long since the request that started it.
 COMPLETE_SQL = """
 update public.job_runs
 set status = 'completed', error = null, updated_at = now(),
@@ -144,17 +120,7 @@ set status = 'completed', error = null, updated_at = now(),
       'toolCalls', %s::int,
       'durationMs', round(extract(epoch from now() - created_at) * 1000))
 where idempotency_key = %s and status = 'processing'
-returning id, extract(epoch from now() - created_at)::float8 as seconds
-"""
-# Whether a message steered into the job (infra/store/steers.py) is missing from the thread's
-# messages; locks the job, so a message steered in later finds it completed.
-STEERS_PENDING_SQL = """
-select exists (
-  select 1 from jsonb_array_elements(coalesce(metadata -> 'steered', '[]'::jsonb)) s
-  where not (s ->> 'id' = any(%s::text[]))
-) as pending
-from public.job_runs where idempotency_key = %s
-for update
+returning id, kind, extract(epoch from now() - created_at)::float8 as seconds
 """
 # Only a live job can fail: a late report (another run's, one after a replay succeeded, the
 # failure handler after the function already failed the job itself) must not undo its end.
@@ -181,7 +147,6 @@ update public.job_runs set updated_at = now()
 where idempotency_key = %s and status = 'processing' and run_id = %s
 returning id
 """
-
 # How often the job's model rounds ran again (a failed attempt, a lost step output): each may
 # have paid the provider again.
 RERUN_SQL = """
@@ -190,8 +155,6 @@ set metadata = metadata || jsonb_build_object(
   'roundReruns', coalesce((metadata ->> 'roundReruns')::int, 0) + 1)
 where idempotency_key = %s
 """
-# Every running background job (queued or processing), each with its event's data. Only for a
-# caller that knows no run of any of them is alive: a live run would lose its hold on the job.
 RELEASE_SQL = with_statuses(
     """
 update public.job_runs set status = 'queued', updated_at = now()
@@ -240,43 +203,26 @@ class CanceledJob:
 
 
 async def take_slot(conn: Conn, turn: SlotRequest) -> bool:
-    params = {
-        "chat_id": turn.chat_id,
-        "assistant_id": turn.assistant_id,
-        "event": HANDOFF_EVENT,
-        "key": turn.job_key,
-        "run_id": turn.run_id,
-        "reply_id": turn.reply_id,
-    }
+    params = {**asdict(turn), "event": HANDOFF_EVENT}
     return await (await conn.execute(TAKE_SLOT_SQL, params)).fetchone() is not None
 
 
-async def wait_for_slot(
-    conn: Conn, turn: SlotRequest, *, reply_id: MessageId, payload: dict[str, Any]
-) -> None:
+async def wait_for_slot(conn: Conn, turn: SlotRequest, payload: dict[str, Any]) -> None:
     """The turn waits behind the active job; promotion queues it when that job ends."""
-    params = {
-        "chat_id": turn.chat_id,
-        "assistant_id": turn.assistant_id,
-        "reply_id": reply_id,
-        "event": HANDOFF_EVENT,
-        "key": turn.job_key,
-        "payload": Jsonb(payload),
-    }
+    params = {**asdict(turn), "event": HANDOFF_EVENT, "payload": Jsonb(payload)}
     await conn.execute(WAIT_SQL, params)
 
 
 async def expire_dead_quick(
-    conn: Conn, *, lease_s: float, note: str, chat_id: ChatId | None = None, assistant_id: str = ""
-) -> int:
-    """End the quick jobs (of one chat and assistant, or all) silent for `lease_s`; their
-    replies keep what they showed, then `note`."""
-    params = {"chat_id": chat_id, "assistant_id": assistant_id, "lease_s": lease_s, "note": note}
-    row = await (await conn.execute(EXPIRE_QUICK_SQL, params)).fetchone()
-    expired = int(row["expired"]) if row else 0
-    if expired:
-        telemetry.TURNS.add(expired, {"handoff.outcome": "interrupted", "handoff.path": "quick"})
-    return expired
+    conn: Conn, *, lease_s: float, chat_id: ChatId | None = None, assistant_id: str = ""
+) -> list[MessageId | None]:
+    """End the quick jobs (of one chat and assistant, or all) silent for `lease_s`; each one's
+    reply, for the caller to end in the same transaction."""
+    params = {"chat_id": chat_id, "assistant_id": assistant_id, "lease_s": lease_s}
+    rows = await (await conn.execute(EXPIRE_QUICK_SQL, params)).fetchall()
+    if rows:
+        telemetry.turn_ended("interrupted", quick=True, count=len(rows))
+    return [r["root_message_id"] for r in rows]
 
 
 async def hand_off(
@@ -291,37 +237,30 @@ async def complete_quick(conn: Conn, job_key: str, run_id: str) -> bool:
     """The turn ended on the quick path; False when it lost its slot."""
     if await (await conn.execute(COMPLETE_QUICK_SQL, (job_key, run_id))).fetchone() is None:
         return False
-    telemetry.TURNS.add(1, {"handoff.outcome": "completed", "handoff.path": "quick"})
+    telemetry.turn_ended("completed", quick=True)
     return True
 
 
-async def claim(pool: Pool, job_key: str, run_id: str, *, lease_s: float) -> ClaimedJob | None:
+async def claim(conn: Conn, job_key: str, run_id: str, *, lease_s: float) -> ClaimedJob | None:
     """Take the job for this run; None when it is done, canceled or held by another live run."""
     params = {"key": job_key, "run_id": run_id, "lease_s": lease_s}
-    async with pool.connection() as conn, conn.transaction():
-        row = await (await conn.execute(CLAIM_SQL, params)).fetchone()
-        if row is None:
-            return None
-        await messages.mark_streaming(conn, row["root_message_id"])
-    return ClaimedJob(
-        row["id"], MessageId(row["root_message_id"]), row["payload"], int(row["attempt"])
-    )
+    row = await (await conn.execute(CLAIM_SQL, params)).fetchone()
+    return ClaimedJob(**row) if row is not None else None
 
 
 async def release_all(pool: Pool) -> list[ReleasedJob]:
-    """Every running background job back to `queued`, for a fresh run of its event to claim.
-    Only when every run of them is known to be gone (the executor that ran them stopped)."""
+    """Every running background job (queued or processing) back to `queued`, for a fresh run
+    of its event to claim. Only when every run of them is known to be gone (the executor that
+    ran them stopped): a live run would lose its hold on the job."""
     async with pool.connection() as conn:
         rows = await (await conn.execute(RELEASE_SQL)).fetchall()
     return [ReleasedJob(r["idempotency_key"], r["payload"]) for r in rows]
 
 
 async def hold(conn: Conn, job_key: str, run_id: str) -> bool:
-    """Lock the job for the rest of `conn`'s transaction if `run_id` still holds it running.
-
-    Writes made in that transaction land only while the job is live, and a cancel waits for
-    them to commit: they never land after it.
-    """
+    """Lock the job for the rest of `conn`'s transaction if `run_id` still holds it running:
+    writes made in that transaction land only while the job is live, and a cancel waits for
+    them to commit, so they never land after it."""
     return await (await conn.execute(HOLD_SQL, (job_key, run_id))).fetchone() is not None
 
 
@@ -330,99 +269,31 @@ async def count_rerun(pool: Pool, job_key: str) -> None:
         await conn.execute(RERUN_SQL, (job_key,))
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """How a job's turn ended: the reply's final text and where its thread stands."""
-
-    content: str
-    checkpoint_id: str | None
-    usage: dict[str, Any]
-    tool_calls: int
-    spent: Spent  # what the reply's turn used, for public.reply_usage
-
-
-async def finish(
-    pool: Pool, *, job_key: str, message_id: MessageId, outcome: Outcome, held: list[str]
-) -> bool:
-    """Final content, `completed`, draft gone and job `completed`, all or nothing; nothing at
-    all when the job is no longer running (canceled, or already finished by a retry). False,
-    and nothing changes, when a message steered into the job is not among the thread's `held`
-    message ids."""
-    async with pool.connection() as conn, conn.transaction():
-        pending = await (await conn.execute(STEERS_PENDING_SQL, (held, job_key))).fetchone()
-        if pending is not None and pending["pending"]:
-            return False
-        params = (outcome.tool_calls, job_key)
-        if (row := await (await conn.execute(COMPLETE_SQL, params)).fetchone()) is None:
-            return True
-        _ended(row, "completed", "handoff")
-        await messages.complete(
-            conn,
-            message_id,
-            content=outcome.content,
-            checkpoint_id=outcome.checkpoint_id,
-            usage=outcome.usage,
-        )
-        await usage.record(conn, message_id, outcome.spent)
-        await delete_draft(conn, message_id)
+async def complete(conn: Conn, job_key: str, *, tool_calls: int) -> bool:
+    """The background job `completed`, with its figures; False when it was no longer running
+    (canceled, or finished already by a retry)."""
+    if (row := await (await conn.execute(COMPLETE_SQL, (tool_calls, job_key))).fetchone()) is None:
+        return False
+    _count_end(row, "completed")
     return True
 
 
-async def fail(
-    pool: Pool, *, job_key: str, user_text: str, error: str, shown: str | None = None
-) -> str | None:
-    """The reply keeps what it showed (`shown`, else its latest draft) and says `user_text`
-    after it (messages.fail); `error` (a code, no internals) stays on the job. The reply's text
-    as it ended; None if the job had ended already (or the reply had)."""
-    async with pool.connection() as conn, conn.transaction():
-        row = await (await conn.execute(FAIL_SQL, (error, job_key))).fetchone()
-        if row is None:
-            return None
-        _ended(row, "error", row["kind"])
-        if row["root_message_id"] is None:
-            return None
-        content = await messages.fail(conn, row["root_message_id"], user_text, shown)
-        await delete_draft(conn, row["root_message_id"])
-    return content
-
-
-async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJob | None:
-    """Cancel the active job of the chat and assistant within `conn`'s transaction: the job and
-    its reply end `canceled` together, so the user's view is settled whatever the run does."""
-    row = await (await conn.execute(CANCEL_SQL, (chat_id, assistant_id))).fetchone()
-    if row is None:
+async def fail(conn: Conn, job_key: str, error: str) -> MessageId | None:
+    """The live job ends in `error`, which holds `error` (a code, no internals); its reply, for
+    the caller to end with it. None when the job had ended already (or has no reply)."""
+    if (row := await (await conn.execute(FAIL_SQL, (error, job_key))).fetchone()) is None:
         return None
-    _ended(row, "canceled", row["kind"])
-    message_id = row["root_message_id"]
-    if message_id is not None:
-        await messages.cancel(conn, message_id)
-        await delete_draft(conn, message_id)
-    return CanceledJob(row["idempotency_key"], message_id, quick=row["kind"] == "quick")
+    _count_end(row, "error")
+    return MessageId(row["root_message_id"]) if row["root_message_id"] is not None else None
 
 
-def count_end(row: dict[str, Any], outcome: str) -> None:
-    """Count the end of the job `row` (with `kind` and `seconds`) as `outcome`."""
-    _ended(row, outcome, row["kind"])
+async def cancel(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJob | None:
+    """The active job of the chat and assistant ends `canceled`; None when there is none."""
+    if (row := await (await conn.execute(CANCEL_SQL, (chat_id, assistant_id))).fetchone()) is None:
+        return None
+    _count_end(row, "canceled")
+    return CanceledJob(row["idempotency_key"], row["root_message_id"], quick=row["kind"] == "quick")
 
 
-def _ended(row: dict[str, Any], outcome: str, kind: JobKind) -> None:
-    """Count a job's end (each transition happens once, whatever retries and replays do)."""
-    path = "quick" if kind == "quick" else "background"
-    attributes = {"handoff.outcome": outcome, "handoff.path": path}
-    telemetry.TURNS.add(1, attributes)
-    if path == "background":
-        telemetry.JOB_DURATION.record(row["seconds"], attributes)
-
-
-async def cancel_active(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str
-) -> CanceledJob | None:
-    """Cancel the chat's running job for the assistant; None when there is none (idle).
-
-    The chat is looked up under the user's RLS, so another user's chat is ChatNotFound; the
-    job and message writes are the service's, as the Data API roles cannot write jobs.
-    """
-    async with user_transaction(pool, claims) as conn:
-        await require_chat(conn, chat_id)
-        await act_as_service(conn)
-        return await cancel_in(conn, chat_id, assistant_id)
+def _count_end(row: dict[str, Any], outcome: str) -> None:
+    telemetry.turn_ended(outcome, quick=row["kind"] == "quick", seconds=row["seconds"])

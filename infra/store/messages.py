@@ -160,6 +160,17 @@ where m.id = %s and m.status in ({live})
 """),
     live=LIVE_REPLY_STATUSES,
 )
+# A reply whose quick path died keeps the text its draft had shown, followed by `note`, in
+# `error` (its job ended in the same transaction: turns/endings.py).
+INTERRUPT_SQL = with_latest_draft("""
+update public.message m
+set content = concat_ws(
+      E'\n\n', nullif(coalesce((select d.draft_content from {latest_draft} d), m.content), ''),
+      %s::text),
+    status = 'error', updated_at = now()
+where m.id = any(%s::uuid[]) and m.status = 'streaming'
+returning m.id
+""")
 
 VISIBLE_SQL = "select 1 from public.message where id = %s"
 
@@ -293,6 +304,13 @@ async def fail(
 async def cancel(conn: Conn, message_id: MessageId) -> None:
     """The reply ends `canceled` with the text its user saw, unless it ended already."""
     await conn.execute(CANCEL_SQL, (message_id,))
+
+
+async def interrupt(conn: Conn, message_ids: list[MessageId], note: str) -> list[MessageId]:
+    """The replies still streaming keep what they showed and say `note` after it, in `error`;
+    those that changed."""
+    rows = await (await conn.execute(INTERRUPT_SQL, (note, message_ids))).fetchall()
+    return [MessageId(r["id"]) for r in rows]
 
 
 async def visible(pool: Pool, claims: dict[str, Any], message_id: MessageId) -> bool:

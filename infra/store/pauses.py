@@ -19,11 +19,10 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from infra import telemetry
 from infra.db import Conn, Pool
-from infra.store import jobs, messages
 from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
-from infra.store.drafts import delete_draft
 from infra.store.ids import ChatId, MessageId
 from infra.store.statuses import RUNNING_STATUSES, WRITING_REPLY_STATUSES, with_statuses
 
@@ -101,6 +100,8 @@ class Resumed:
 
     resumed: bool
     instruction: str | None = None
+    # Not resumed in time: the job ended `canceled`, and this reply ends with it.
+    canceled: MessageId | None = None
 
 
 async def request_pause(
@@ -165,14 +166,12 @@ async def still_paused(conn: Conn, job_key: str, run_id: str, timeout_s: float) 
 
 async def settle(conn: Conn, job_key: str) -> Resumed:
     """After the wait: resumed, with its instruction; or, still paused, the job ends
-    `canceled` (its reply keeping what it showed) and the chat is free."""
+    `canceled` and the chat is free (the caller ends its reply: turns/endings.py)."""
     row = await (await conn.execute(STATE_SQL, (job_key,))).fetchone()
     if row is not None and row["status"] == "processing":
         return Resumed(resumed=True, instruction=row["instruction"])
     expired = await (await conn.execute(EXPIRE_SQL, (job_key,))).fetchone()
-    if expired is not None:
-        jobs.count_end(expired, "canceled")
-        if (message_id := expired["root_message_id"]) is not None:
-            await messages.cancel(conn, message_id)
-            await delete_draft(conn, message_id)
-    return Resumed(resumed=False)
+    if expired is None:
+        return Resumed(resumed=False)
+    telemetry.turn_ended("canceled", quick=expired["kind"] == "quick", seconds=expired["seconds"])
+    return Resumed(resumed=False, canceled=expired["root_message_id"])

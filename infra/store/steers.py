@@ -3,8 +3,8 @@
 The user's message is stored as any other (under RLS, in the respond request's transaction);
 the job row keeps it in `metadata.steered` ({id, content}, in the order they came), and the
 job's next model round adds each one its thread does not hold yet to the thread, by message id,
-so a retried or replayed round adds none twice (turns/rounds.py). A job finishes only once its
-thread holds every message steered into it (`jobs.finish`).
+so a retried or replayed round adds none twice (turns/rounds.py). A job completes only once its
+thread holds every message steered into it (`pending`, asked by turns/endings.py).
 """
 
 from __future__ import annotations
@@ -42,6 +42,17 @@ select coalesce(metadata -> 'steered', '[]'::jsonb) as steered from public.job_r
 where idempotency_key = %s
 """
 
+# Whether a message steered into the job (infra/store/steers.py) is missing from the thread's
+# messages; locks the job, so a message steered in later finds it completed.
+STEERS_PENDING_SQL = """
+select exists (
+  select 1 from jsonb_array_elements(coalesce(metadata -> 'steered', '[]'::jsonb)) s
+  where not (s ->> 'id' = any(%s::text[]))
+) as pending
+from public.job_runs where idempotency_key = %s
+for update
+"""
+
 
 @dataclass(frozen=True)
 class SteeredJob:
@@ -72,3 +83,10 @@ async def steered(conn: Conn, job_key: str) -> list[dict[str, Any]]:
     """The messages steered into the job, in the order they came: {id, content} each."""
     row = await (await conn.execute(STEERED_SQL, (job_key,))).fetchone()
     return list(row["steered"]) if row else []
+
+
+async def pending(conn: Conn, job_key: str, held: list[str]) -> bool:
+    """Lock the job; whether a message steered into it is not among the thread's `held`
+    message ids."""
+    row = await (await conn.execute(STEERS_PENDING_SQL, (held, job_key))).fetchone()
+    return row is not None and bool(row["pending"])
