@@ -25,7 +25,7 @@ from infra.settings import Settings
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult
 from turns.job import HandoffJob
-from turns.rounds import PlannedCall
+from turns.plan import PlannedCall
 
 T = TypeVar("T")
 

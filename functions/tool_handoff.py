@@ -33,7 +33,7 @@ from infra.store.tool_results import ToolResult
 from turns import course
 from turns.failures import JobFailed, RetryLater
 from turns.job import HandoffJob, fail_job
-from turns.rounds import Plan
+from turns.plan import Plan
 from turns.turn import Turn
 
 logger = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ from typing import Literal
 
 from infra.large_outputs import output_bound
 from infra.settings import Settings
+from turns.plan import Plan, PlannedCall
 from turns.prompts import CallKind
-from turns.rounds import Plan, PlannedCall
 
 OPENING_ROUND_ID = "model-round-opening"
 

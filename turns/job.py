@@ -28,8 +28,9 @@ from infra.store import jobs, messages, pauses
 from turns import endings
 from turns.engine import IncompatibleCheckpoint, check_schema, durable_state, spent
 from turns.failures import JobFailed
+from turns.plan import Plan, asking_tools, plan_from
 from turns.prompts import Prompts
-from turns.rounds import Plan, Rounds, asking_tools, plan_from
+from turns.rounds import Rounds
 from turns.scope import JobScope
 from turns.tool_calls import ToolCalls
 from turns.turn import Turn

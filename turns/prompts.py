@@ -18,7 +18,7 @@ from infra.store import approvals, questions
 from infra.store.approvals import Decision, PendingApproval
 from infra.store.questions import PendingQuestion
 from infra.store.tool_results import ToolResult, fetch_result
-from turns.rounds import PlannedCall
+from turns.plan import PlannedCall
 from turns.scope import JobScope
 from turns.tool_calls import argument_problems, keep_result
 

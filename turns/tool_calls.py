@@ -22,7 +22,7 @@ from infra.large_outputs import LARGE_OUTPUT_BYTES, LargeOutputs
 from infra.runtime import Services
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult, fetch_result, store_result
-from turns.rounds import PlannedCall
+from turns.plan import PlannedCall
 from turns.scope import JobScope
 
 logger = logging.getLogger(__name__)

@@ -20,8 +20,8 @@ from turns.course import (
     resumed,
     round_ran,
 )
+from turns.plan import Plan, PlannedCall
 from turns.prompts import CallKind
-from turns.rounds import Plan, PlannedCall
 
 LIMITS = Limits(max_calls=3, max_questions=1, round_budget_bytes=300_000)
 
