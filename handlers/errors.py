@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from handlers.auth import InvalidToken
 from infra.db import PoolClosed
+from infra.store.admission import DuplicateMessage
 from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
 from infra.store.branches import BranchNotFound
 from infra.store.chats import ChatNotFound, UnknownUser
@@ -27,7 +28,6 @@ from infra.store.limits import (
     TooManyChats,
     TooManyTurns,
 )
-from infra.store.messages import DuplicateMessage
 from infra.store.pauses import NothingToPause, NotPaused
 from infra.store.questions import QuestionAlreadyAnswered, QuestionNotPending
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from infra import telemetry
 from infra.db import Conn, Pool
-from infra.store import jobs, limits, messages, steers
+from infra.store import admission, jobs, limits, messages, steers
 from infra.store.access import act_as_service, act_as_user
 from infra.store.chats import ChatNotFound
 from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
@@ -86,7 +86,7 @@ async def _start(
         took = await jobs.take_slot(conn, request)
         # The user's part, under RLS: unless the chat is theirs, all of this rolls back.
         await act_as_user(conn, claims)
-        stored = await messages.store_user_message(
+        stored = await admission.store_user_message(
             conn,
             chat_id=turn.chat_id,
             assistant_id=turn.assistant_id,

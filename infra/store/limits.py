@@ -9,7 +9,7 @@
   waiting for an approval) and `paused`. A quick job silent past
   `TURN_LEASE_S` is taken for dead (infra/store/jobs.py) and does not count; a message sent with
   `interrupt` does not count the job it cancels. Counted by the statement that stores the user's
-  message (infra/store/messages.py).
+  message (infra/store/admission.py).
 
 `admit` comes first in the transaction that stores the message or the chat. It takes the user's
 row of `handoff.user_limits`, which makes the other requests of that user wait until this

@@ -1,0 +1,101 @@
+"""A user's message, admitted: stored under the user's RLS only while the chat is theirs and
+the user's turns that have not ended are under their limit, in the transaction that takes the
+limit's lock (infra/store/limits.py)."""
+
+from __future__ import annotations
+
+from infra.db import Conn
+from infra.store.ids import ChatId, MessageId, UserId
+from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLimits
+from infra.store.statuses import SLOT_STATUSES, UNFINISHED_STATUSES, with_statuses
+
+
+class DuplicateMessage(RuntimeError):
+    """A message with this id already exists."""
+
+
+# Under the user's RLS: the message goes in only if the chat is theirs, and only while the user
+# has fewer than `max_active` turns that have not ended (infra/store/limits.py; the caller holds
+# the user's row of handoff.user_limits). This turn's own job is not counted (its slot may be
+# taken already), nor, for a message that interrupts, the job it cancels.
+ADMIT_SQL = with_statuses(
+    """
+with visible as (
+  select id from public.chat where id = %(chat_id)s
+), admitted as (
+  select count(*) < %(max_active)s as ok
+  from public.chat c join public.job_runs j on j.chat_id = c.id
+  where c.user_id = %(user_id)s
+    and j.status in ({unfinished})
+    and j.idempotency_key <> %(job_key)s
+    and not (j.kind = 'quick' and j.updated_at < now() - make_interval(secs => %(lease_s)s))
+    and not (%(interrupts)s and j.chat_id = %(chat_id)s and j.assistant_id = %(assistant_id)s
+             and j.status in ({slot}))
+)""",
+    unfinished=UNFINISHED_STATUSES,
+    slot=SLOT_STATUSES,
+)
+STORE_USER_MESSAGE_SQL = (
+    ADMIT_SQL  # noqa: S608 (constants only)
+    + """, inserted as (
+  insert into public.message (id, chat_id, assistant_id, role, content, status)
+  select %(message_id)s, v.id, %(assistant_id)s, 'user', %(content)s, 'completed'
+  from visible v, admitted a
+  where a.ok
+  on conflict (id) do nothing
+  returning id
+)
+select exists (select 1 from visible) as visible, exists (select 1 from inserted) as inserted,
+       a.ok as admitted
+from admitted a
+"""
+)
+# The same admission for a turn whose user message is stored already (a regenerated reply).
+ADMIT_STORED_SQL = (
+    ADMIT_SQL  # noqa: S608 (constants only)
+    + """
+select exists (select 1 from visible) as visible, a.ok as admitted, true as inserted
+from admitted a
+"""
+)
+
+
+async def store_user_message(
+    conn: Conn,
+    *,
+    chat_id: ChatId,
+    assistant_id: str,
+    message_id: MessageId,
+    content: str,
+    user_id: UserId,
+    job_key: str,
+    limits: TurnLimits,
+    interrupts: bool,
+    stored: bool = False,
+) -> bool:
+    """Insert the user's message, under the user's RLS; False when the chat is not theirs.
+
+    TooManyActiveTurns when the user has `limits.max_active` turns that have not ended
+    (`job_key` is this turn's own job; `interrupts`, whether it cancels the chat's active job);
+    DuplicateMessage when the id is taken (a retried send). With `stored`, the message exists
+    already (a reply asked for again): only the chat and the limit are checked."""
+    params = {
+        "chat_id": chat_id,
+        "assistant_id": assistant_id,
+        "message_id": message_id,
+        "content": content,
+        "user_id": user_id,
+        "job_key": job_key,
+        "lease_s": limits.lease_s,
+        "interrupts": interrupts,
+        "max_active": limits.max_active,
+    }
+    sql = ADMIT_STORED_SQL if stored else STORE_USER_MESSAGE_SQL
+    row = await (await conn.execute(sql, params)).fetchone()
+    if row is None or not row["visible"]:
+        return False
+    if not row["admitted"]:
+        raise TooManyActiveTurns(ACTIVE_TURNS_RETRY_S)
+    if not row["inserted"]:
+        raise DuplicateMessage(message_id)
+    return True
