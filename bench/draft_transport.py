@@ -44,7 +44,8 @@ from devkit.realtime.hub import Hub, Stats
 from devkit.realtime.socket import Session
 from infra.db import Pool, create_pool
 from infra.store import messages
-from infra.store.drafts import DraftTransport, DraftWriter, chat_topic, delete_draft
+from infra.store.draft_rows import delete_draft
+from infra.store.drafts import DraftTransport, DraftWriter, chat_topic
 from infra.store.ids import ChatId, MessageId
 from tests.databases import fresh_database, migrated_template, resolve_server_url
 from tests.realtime_clients import (

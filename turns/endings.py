@@ -26,7 +26,7 @@ from infra.events import EventSender, send_cancel, send_handoff
 from infra.store import jobs, messages, outbox, pauses, steers, usage
 from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
-from infra.store.drafts import delete_draft
+from infra.store.draft_rows import delete_draft
 from infra.store.ids import ChatId, MessageId
 from infra.store.jobs import CanceledJob
 from infra.store.messages import MessageMetadata

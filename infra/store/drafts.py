@@ -29,7 +29,7 @@ from typing import Literal
 from uuid import UUID
 
 from infra import telemetry
-from infra.db import Conn, Pool
+from infra.db import Pool
 from infra.settings import Settings
 from infra.store.ids import ChatId, MessageId
 from infra.store.statuses import WRITING_REPLY_STATUSES, with_statuses
@@ -51,28 +51,6 @@ select seq, draft_content, extract(epoch from clock_timestamp() - updated_at)::f
 from public.broadcast_draft where message_id = %s
 """,
 }
-# What reads a reply's draft reads both tables and takes the higher seq (a deployment that changed
-# DRAFT_TRANSPORT while a reply streamed has both): the history (infra/store/branches.py), a
-# cancel, a failure and a quick path that died (messages.py), each through
-# `with_latest_draft`. A reply that ended has its final content: its draft goes, from both.
-LATEST_DRAFT_SQL = """(
-  select draft_content, seq from public.message_draft where message_id = m.id
-  union all
-  select draft_content, seq from public.broadcast_draft where message_id = m.id
-  order by seq desc limit 1
-)"""
-
-
-def with_latest_draft(template: str) -> str:
-    """`template` with `{latest_draft}` replaced by the subquery of the latest draft (its
-    `draft_content` and `seq`, or no row) of the reply the statement calls `m`."""
-    return template.replace("{latest_draft}", LATEST_DRAFT_SQL)
-
-
-DELETE_DRAFT_SQL = """
-with table_draft as (delete from public.message_draft where message_id = %(message_id)s)
-delete from public.broadcast_draft where message_id = %(message_id)s
-"""
 # The seq guard makes an older write (say, from an attempt that lost its lease) a no-op, the
 # length guard one that would show less than is shown (two attempts of a round at once; one run
 # again keeps what its earlier attempt showed, turns/shown.py): a draft never goes backwards.
@@ -301,7 +279,3 @@ class DraftWriter:
         self._written = text
         self._last_write = self._clock()
         self.writes += 1
-
-
-async def delete_draft(conn: Conn, message_id: MessageId) -> None:
-    await conn.execute(DELETE_DRAFT_SQL, {"message_id": message_id})

@@ -9,7 +9,7 @@ from infra.db import Pool
 from infra.store.access import user_transaction
 from infra.store.branches import PATH_SQL, active_branch, require_branch
 from infra.store.chats import require_chat
-from infra.store.drafts import with_latest_draft
+from infra.store.draft_rows import with_latest_draft
 from infra.store.ids import ChatId
 from infra.store.statuses import LIVE_REPLY_STATUSES, with_statuses
 

@@ -10,7 +10,7 @@ from agent.snapshot import failed_text
 from infra.db import Conn, Pool
 from infra.store.access import user_transaction
 from infra.store.approvals import PendingApproval
-from infra.store.drafts import with_latest_draft
+from infra.store.draft_rows import with_latest_draft
 from infra.store.ids import ChatId, MessageId
 from infra.store.questions import PendingQuestion
 from infra.store.statuses import (

@@ -12,7 +12,8 @@ from psycopg import sql
 from infra.db import Pool
 from infra.migrate import migrate
 from infra.store import messages
-from infra.store.drafts import DraftWriter, chat_topic, delete_draft
+from infra.store.draft_rows import delete_draft
+from infra.store.drafts import DraftWriter, chat_topic
 from infra.store.ids import ChatId, MessageId
 from tests.databases import with_database
 from tests.support import create_user_with_chat, execute, fetch, insert_message
