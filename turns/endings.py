@@ -92,7 +92,7 @@ async def settle_quick(
             conn,
             job_key=turn.job_key,
             run_id=turn.run_id,
-            root_message_id=turn.reply_id,
+            reply_id=turn.reply_id,
             payload=payload,
         )
     if not await jobs.complete_quick(conn, turn.job_key, turn.run_id):

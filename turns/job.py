@@ -74,7 +74,7 @@ class HandoffJob(JobScope):
             job = await jobs.claim(conn, self.job_key, self.run_id, lease_s=settings.job_lease_s)
             if job is None:
                 return {"claimed": False, "done": True, "pending": [], "payload": {}}
-            await messages.mark_streaming(conn, job.root_message_id)
+            await messages.mark_streaming(conn, job.reply_id)
         turn = Turn.model_validate(job.payload)
         if job.attempt == 1 and turn.handed_off_at is not None:
             telemetry.RESUME_OVERHEAD.record(max(0.0, time.time() - turn.handed_off_at))

@@ -76,7 +76,7 @@ def new_turn(
         assistant_id=assistant_id,
         thread_id=thread_key(chat_id, assistant_id),
         user_message_id=user_message_id or MessageId(uuid.uuid4()),
-        root_message_id=MessageId(uuid.uuid4()),
+        reply_id=MessageId(uuid.uuid4()),
         run_id=str(uuid.uuid4()),
         content=content,
         model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),

@@ -33,7 +33,7 @@ def a_turn(user_id: uuid.UUID, chat_id: uuid.UUID, content: str) -> Turn:
         user_id=UserId(user_id),
         assistant_id="default",
         thread_id=f"{chat_id}:default",
-        root_message_id=MessageId(uuid.uuid4()),
+        reply_id=MessageId(uuid.uuid4()),
         user_message_id=MessageId(uuid.uuid4()),
         content=content,
         model_spec={"model": "scripted"},
