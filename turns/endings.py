@@ -112,15 +112,21 @@ async def keep_shown(
 
 
 async def complete(
-    pool: Pool, then: Next, *, job_key: str, reply_id: MessageId, outcome: Outcome, held: list[str]
+    pool: Pool,
+    then: Next,
+    *,
+    job_key: str,
+    reply_id: MessageId,
+    outcome: Outcome,
+    in_thread: list[str],
 ) -> bool:
     """The background job's end: its reply `completed` with `outcome`, draft gone and job
     `completed`, all or nothing; nothing at all when the job is no longer running (canceled,
     or finished already by a retry). False, and nothing changes, when a message steered into
-    the job is not among the thread's `held` message ids."""
+    the job is not among `in_thread`, the ids of the thread's messages."""
     async with pool.connection() as conn, conn.transaction():
         # Locks the job first, so a message steered in later finds it completed.
-        if await steers.pending(conn, job_key, held):
+        if await steers.pending(conn, job_key, in_thread):
             return False
         if await jobs.complete(conn, job_key, tool_calls=outcome.tool_calls):
             await messages.complete(

@@ -144,14 +144,14 @@ class HandoffJob(JobScope):
             tool_calls=len(snapshot.progress),
             spent=spent(self.turn, used, snapshot),
         )
-        held = [str(m.id) for m in values.get("messages", [])]
+        in_thread = [str(m.id) for m in values.get("messages", [])]
         return await endings.complete(
             pool,
             self.next(events),
             job_key=self.job_key,
             reply_id=self.turn.reply_id,
             outcome=outcome,
-            held=held,
+            in_thread=in_thread,
         )
 
     def next(self, events: EventSender) -> endings.Next:
