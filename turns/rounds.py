@@ -87,7 +87,7 @@ class Rounds:
     ) -> Plan:
         """Apply the tool results, then run the model to its next tool boundary or the end.
 
-        Held, without running, when the user asked the job to pause: the round is the next
+        Postponed, without running, when the user asked the job to pause: the round is the next
         step, and a pause happens between steps."""
         async with (await self.services.pool()).connection() as conn:
             if await pauses.pause_requested(conn, self.job_key):
