@@ -26,7 +26,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import StateSnapshot
 
-from agent.model import create_model_from_config
+from agent.model import create_model_from_spec
 from agent.state import SCHEMA_VERSION, AgentState, CutShort, ToolInvocation
 from agent.text import visible_text
 
@@ -207,7 +207,7 @@ class CompiledGraphs:
         )
         cached = self._graphs.get(key)
         if cached is None:
-            model = create_model_from_config(model_spec, model_options)
+            model = create_model_from_spec(model_spec, model_options)
             graph = build_agent_graph(
                 model,
                 tools,

@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from agent.model import model_config
+from agent.model import model_spec
 from agent.threads import thread_key
 from infra import telemetry
 from infra.db import Pool
@@ -79,7 +79,7 @@ def new_turn(
         reply_id=MessageId(uuid.uuid4()),
         run_id=str(uuid.uuid4()),
         content=content,
-        model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
+        model_spec=model_spec(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
         job_key=str(uuid.uuid4()),
         edit=edit,
     )

@@ -34,6 +34,7 @@ class Turn(BaseModel):
     # flight and stored jobs carry it.
     reply_id: MessageId = Field(alias="rootMessageId")
     checkpoint_id: str = ""
+    # The model spec (agent/model.py), under the key `modelConfig` of the contract.
     model_spec: dict[str, Any] = Field(alias="modelConfig")
     kind: Literal["handoff", "turn"] = "handoff"
     # Absent from jobs stored before turns carried them; a `turn` job always has both.
