@@ -174,11 +174,11 @@ def build_agent_graph(
 
 
 class CompiledGraphs:
-    """Compiled graphs by model config and tool set, each handed out bound to a checkpointer.
+    """Compiled graphs by model spec and tool set, each handed out bound to a checkpointer.
 
     Compiling costs milliseconds of CPU (LangGraph inspects every node's code), which a turn
     would otherwise pay before its first token. A compiled graph keeps no run state, so one per
-    model config serves every turn; each turn gets a shallow copy holding its own checkpointer.
+    model spec serves every turn; each turn gets a shallow copy holding its own checkpointer.
     """
 
     def __init__(self, *, limit: int = 32) -> None:
