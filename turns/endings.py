@@ -170,8 +170,8 @@ async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJ
     """Cancel the active job of the chat and assistant within `conn`'s transaction: the job and
     its reply end `canceled` together, so the user's view is settled whatever the run does."""
     canceled = await jobs.cancel(conn, chat_id, assistant_id)
-    if canceled is not None and canceled.message_id is not None:
-        await _cancel_reply(conn, canceled.message_id)
+    if canceled is not None and canceled.reply_id is not None:
+        await _cancel_reply(conn, canceled.reply_id)
     return canceled
 
 
@@ -189,12 +189,12 @@ async def cancel(pool: Pool, then: Next, claims: dict[str, Any]) -> CanceledJob 
     if canceled is None:
         return None
     # A turn still on its quick path has no run to stop: it finds its slot gone and stops.
-    if canceled.message_id is not None and not canceled.quick:
+    if canceled.reply_id is not None and not canceled.quick:
         await send_cancel(
             then.events,
             chat_id=then.chat_id,
             assistant_id=then.assistant_id,
-            message_id=canceled.message_id,
+            reply_id=canceled.reply_id,
         )
     await send_next(pool, then)
     return canceled

@@ -118,13 +118,13 @@ async def stream_turn(
         span.end()
         return _queued(turn, "enqueue" if strategy == "steer" else None)
     stopped = slot.interrupted
-    if stopped is not None and stopped.message_id is not None and not stopped.quick:
+    if stopped is not None and stopped.reply_id is not None and not stopped.quick:
         # Not awaited: the new turn's first token does not wait for the old run's stop.
         stop = send_cancel(
             host.events,
             chat_id=turn.chat_id,
             assistant_id=turn.assistant_id,
-            message_id=stopped.message_id,
+            reply_id=stopped.reply_id,
         )
         _keep(host.turns, asyncio.create_task(stop))
     return _relay(

@@ -197,7 +197,7 @@ class ReleasedJob:
 @dataclass(frozen=True)
 class CanceledJob:
     idempotency_key: str
-    message_id: MessageId | None
+    reply_id: MessageId | None
     # A turn still on its quick path: no background run to stop; the path finds its slot gone.
     quick: bool
 

@@ -129,7 +129,7 @@ async def test_a_completion_after_a_cancel_changes_nothing(database_url: str, po
     then = endings.Next(events, turn.chat_id, turn.assistant_id)
     canceled = await endings.cancel(pool, then, claims_of(user_id))
     assert canceled is not None
-    assert canceled.message_id == turn.reply_id
+    assert canceled.reply_id == turn.reply_id
     assert events.names == ["chat/cancel"]  # the run is told to stop
 
     # WHEN the run, not yet stopped, reports its answer
