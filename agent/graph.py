@@ -26,7 +26,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import StateSnapshot
 
-from agent.model import create_model_from_config
+from agent.model import create_model_from_spec
 from agent.state import SCHEMA_VERSION, AgentState, CutShort, ToolInvocation
 from agent.text import visible_text
 
@@ -174,11 +174,11 @@ def build_agent_graph(
 
 
 class CompiledGraphs:
-    """Compiled graphs by model config and tool set, each handed out bound to a checkpointer.
+    """Compiled graphs by model spec and tool set, each handed out bound to a checkpointer.
 
     Compiling costs milliseconds of CPU (LangGraph inspects every node's code), which a turn
     would otherwise pay before its first token. A compiled graph keeps no run state, so one per
-    model config serves every turn; each turn gets a shallow copy holding its own checkpointer.
+    model spec serves every turn; each turn gets a shallow copy holding its own checkpointer.
     """
 
     def __init__(self, *, limit: int = 32) -> None:
@@ -207,7 +207,7 @@ class CompiledGraphs:
         )
         cached = self._graphs.get(key)
         if cached is None:
-            model = create_model_from_config(model_spec, model_options)
+            model = create_model_from_spec(model_spec, model_options)
             graph = build_agent_graph(
                 model,
                 tools,

@@ -253,20 +253,21 @@ def check_model(name: str, options: Mapping[str, Any] | None = None) -> None:
         raise ModelUnavailable(f"MODEL={name} cannot be used: {exc}") from exc
 
 
-def model_config(name: str, *, token_delay_ms: float) -> dict[str, Any]:
-    """The `modelConfig` a handoff event carries, so the background rebuilds the same model.
-    Names and knobs only: credentials come from the settings where the model runs."""
-    config: dict[str, Any] = {"model": name}
+def model_spec(name: str, *, token_delay_ms: float) -> dict[str, Any]:
+    """The model spec a turn carries (its key in the handoff event's data is `modelConfig`), so
+    the background rebuilds the same model. Names and knobs only: credentials come from the
+    settings where the model runs."""
+    spec: dict[str, Any] = {"model": name}
     if name == SCRIPTED:
-        config["tokenDelayMs"] = token_delay_ms
-    return config
+        spec["tokenDelayMs"] = token_delay_ms
+    return spec
 
 
-def create_model_from_config(
-    config: dict[str, Any], options: Mapping[str, Any] | None = None
+def create_model_from_spec(
+    spec: dict[str, Any], options: Mapping[str, Any] | None = None
 ) -> BaseChatModel:
     return create_model(
-        str(config.get("model", SCRIPTED)),
-        token_delay_ms=float(config.get("tokenDelayMs", 15)),
+        str(spec.get("model", SCRIPTED)),
+        token_delay_ms=float(spec.get("tokenDelayMs", 15)),
         options=options,
     )

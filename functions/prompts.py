@@ -24,7 +24,7 @@ from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, EventSender
 from infra.settings import Settings
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult
-from turns.job import HandoffJob
+from turns.job import BackgroundJob
 from turns.plan import PlannedCall
 
 T = TypeVar("T")
@@ -74,14 +74,14 @@ async def ask_wait_settle(ctx: inngest.Context, prompt: Prompt[T], settings: Set
     return await ctx.step.run(prompt.settle_id, prompt.settle)
 
 
-def matching(job: HandoffJob, field: str, call: PlannedCall) -> str:
+def matching(job: BackgroundJob, field: str, call: PlannedCall) -> str:
     """The wait's expression for the user's reply to `call` on the job's reply."""
     if not SAFE_CALL_ID.fullmatch(call["id"]):
         raise inngest.NonRetriableError(f"tool call id {call['id']!r} cannot be matched")
     return f"async.data.messageId == '{job.turn.reply_id}' && async.data.{field} == '{call['id']}'"
 
 
-def approval(job: HandoffJob, call: PlannedCall) -> Prompt[Decision | None]:
+def approval(job: BackgroundJob, call: PlannedCall) -> Prompt[Decision | None]:
     """The call waits for the user's approval (chat/tool_approval): the decision to act on."""
     prompts, timeout_s = job.prompts, job.services.settings.approval_timeout_s
     return Prompt(
@@ -97,7 +97,7 @@ def approval(job: HandoffJob, call: PlannedCall) -> Prompt[Decision | None]:
     )
 
 
-def question(job: HandoffJob, call: PlannedCall) -> Prompt[ToolResult | None]:
+def question(job: BackgroundJob, call: PlannedCall) -> Prompt[ToolResult | None]:
     """The model's question waits for the user's answer (chat/user_answer): the call's
     result, which the answer (or the note that nobody answered) is."""
     prompts, timeout_s = job.prompts, job.services.settings.question_timeout_s
@@ -114,7 +114,7 @@ def question(job: HandoffJob, call: PlannedCall) -> Prompt[ToolResult | None]:
     )
 
 
-def pause(job: HandoffJob, events: EventSender, n: int) -> Prompt[bool]:
+def pause(job: BackgroundJob, events: EventSender, n: int) -> Prompt[bool]:
     """The run's `n`th pause waits for chat/resume (or PAUSE_TIMEOUT_S): True once the job may
     go on (at once when no pause is asked for any more), False when it ended meanwhile."""
     return Prompt(

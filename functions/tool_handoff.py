@@ -1,9 +1,13 @@
-"""`tool-handoff`: resume the agent from its durable checkpoint, run tools as steps, finalize.
+"""`tool-handoff`: a turn's background job, run as steps. Its name and its event's
+(`chat/tool_handoff`) are those of its first use and stay, since runs in flight carry them: the
+job either resumes a turn the quick path handed off, from its durable checkpoint, or runs a whole
+turn that waited in the queue behind another (the turn's `kind`); either way it runs tools as
+steps and finalizes.
 
 Inngest re-runs this handler from the top for every step and hands back memoized step outputs,
 so everything outside `step.run` is deterministic and free of side effects: the plan of what to
 do next is itself a step output, never a fresh database read, and `turns.course.next_step`
-decides it from those outputs alone. The step bodies are the methods of a `HandoffJob`
+decides it from those outputs alone. The step bodies are the methods of a `BackgroundJob`
 (turns/job.py) and its units; the waits for the user are functions/prompts.py's. This module
 only runs what the course says, in Inngest's terms.
 """
@@ -32,7 +36,7 @@ from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult
 from turns import course
 from turns.failures import JobFailed, RetryLater
-from turns.job import HandoffJob, fail_job
+from turns.job import BackgroundJob, fail_job
 from turns.plan import Plan
 from turns.turn import Turn
 
@@ -83,7 +87,7 @@ def create_tool_handoff(
             raise inngest.NonRetriableError("invalid chat/tool_handoff payload") from exc
         if not ctx.event.id:
             raise inngest.NonRetriableError("chat/tool_handoff needs an event id")
-        job = HandoffJob(
+        job = BackgroundJob(
             services=services,
             tools=tools,
             job_key=ctx.event.id,
@@ -97,15 +101,15 @@ def create_tool_handoff(
 
 
 async def run_steps(
-    ctx: inngest.Context, job: HandoffJob, events: inngest.Inngest
+    ctx: inngest.Context, job: BackgroundJob, events: inngest.Inngest
 ) -> dict[str, Any]:
     """Claim, then run what `turns.course.next_step` says until the job ends or stops."""
     claim = await ctx.step.run("claim", _step_body(job.claim, job, "claim", ctx.attempt))
     if not claim["claimed"]:
         logger.info("job already taken or finished; nothing to do", extra=job.log)
         return {"status": "skipped"}
-    # From here on the job row, written by the request that handed off, says which thread,
-    # message and model this is: the event only names the job.
+    # From here on the job row, written by the request that handed off or enqueued the turn,
+    # says which thread, message and model this is: the event only names the job.
     job = job.claimed(claim)
     run = _Run(ctx, job, events)
     limits = course.Limits.of(job.services.settings)
@@ -145,7 +149,7 @@ class _Run:
     """The steps of one call of the function, as `run_steps` runs them."""
 
     ctx: inngest.Context
-    job: HandoffJob
+    job: BackgroundJob
     events: inngest.Inngest
 
     @property
@@ -237,7 +241,7 @@ class _Run:
 
 def _step_body(
     body: Callable[P, Awaitable[R]],
-    job: HandoffJob,
+    job: BackgroundJob,
     span: str,
     attempt: int,
     attributes: dict[str, str | int] | None = None,

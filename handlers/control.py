@@ -34,7 +34,7 @@ class CancelResponse(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     canceled: bool = Field(description="False when no background job was running.")
-    assistant_message_id: UUID | None = None
+    reply_id: UUID | None = Field(default=None, alias="assistantMessageId")
 
 
 @router.post(
@@ -60,7 +60,7 @@ async def cancel(
     canceled = await endings.cancel(await services.pool(), then, user.claims)
     if canceled is None:
         return CancelResponse(canceled=False)
-    return CancelResponse(canceled=True, assistant_message_id=canceled.message_id)
+    return CancelResponse(canceled=True, reply_id=canceled.reply_id)
 
 
 class ApprovalRequest(BaseModel):
@@ -96,7 +96,7 @@ async def approve(
 
     Approved, the tool runs; rejected, the model is told so (with the note) and goes on.
     """
-    message_id = await record_decision(
+    reply_id = await record_decision(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
@@ -105,7 +105,7 @@ async def approve(
         note=body.note,
     )
     # The decision is recorded: should the event be lost, the run reads it when its wait ends.
-    data = {"chatId": str(chat_id), "messageId": str(message_id), "toolCallId": tool_call_id}
+    data = {"chatId": str(chat_id), "messageId": str(reply_id), "toolCallId": tool_call_id}
     await send_control(events, APPROVAL_EVENT, data)
     return ApprovalResponse(tool_call_id=tool_call_id, approved=body.approved)
 
@@ -145,7 +145,7 @@ async def answer_question(
     """
     if not body.answer.strip():
         raise ApiError(422, "invalid_request", "answer: must not be blank")
-    message_id = await record_answer(
+    reply_id = await record_answer(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
@@ -153,7 +153,7 @@ async def answer_question(
         answer=body.answer,
     )
     # The answer is recorded: should the event be lost, the run reads it when its wait ends.
-    data = {"chatId": str(chat_id), "messageId": str(message_id), "questionId": question_id}
+    data = {"chatId": str(chat_id), "messageId": str(reply_id), "questionId": question_id}
     await send_control(events, ANSWER_EVENT, data)
     return AnswerResponse(question_id=question_id, answered=True)
 
@@ -168,7 +168,7 @@ class PauseResponse(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     pausing: bool = Field(description="The job pauses at its next step boundary.")
-    assistant_message_id: UUID | None = None
+    reply_id: UUID | None = Field(default=None, alias="assistantMessageId")
 
 
 @router.post(
@@ -184,13 +184,13 @@ async def pause(
     """Pause the chat's running job at its next step boundary (before its next tool step or
     model round): job and reply then show `paused`, and the job keeps the chat's slot until it
     is resumed, canceled, or PAUSE_TIMEOUT_S passes. 409 when nothing runs."""
-    message_id = await pauses.request_pause(
+    reply_id = await pauses.request_pause(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
         assistant_id=(body or PauseRequest()).assistant_id,
     )
-    return PauseResponse(pausing=True, assistant_message_id=message_id)
+    return PauseResponse(pausing=True, reply_id=reply_id)
 
 
 class ResumeRequest(BaseModel):
@@ -204,7 +204,7 @@ class ResumeResponse(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     resumed: bool
-    assistant_message_id: UUID
+    reply_id: UUID = Field(alias="assistantMessageId")
 
 
 @router.post(
@@ -225,7 +225,7 @@ async def resume(
     of its turn. 409 when no job of the chat is paused."""
     body = body or ResumeRequest()
     instruction = body.instruction.strip() if body.instruction else None
-    message_id = await pauses.resume(
+    reply_id = await pauses.resume(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
@@ -234,6 +234,6 @@ async def resume(
     )
     # The job is resumed in the database: should the event be lost, the run finds so when its
     # wait ends.
-    data = {"chatId": str(chat_id), "messageId": str(message_id)}
+    data = {"chatId": str(chat_id), "messageId": str(reply_id)}
     await send_control(events, RESUME_EVENT, data)
-    return ResumeResponse(resumed=True, assistant_message_id=message_id)
+    return ResumeResponse(resumed=True, reply_id=reply_id)

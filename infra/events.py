@@ -40,11 +40,11 @@ async def send_handoff(sender: EventSender, event_id: str, data: dict[str, Any])
 
 
 async def send_cancel(
-    sender: EventSender, *, chat_id: UUID, assistant_id: str, message_id: UUID
+    sender: EventSender, *, chat_id: UUID, assistant_id: str, reply_id: UUID
 ) -> None:
-    """Stop the run of the job whose reply is `message_id`. The job already ended in the
+    """Stop the run of the job whose reply is `reply_id`. The job already ended in the
     database, so a failed send only means the run stops at its next write instead."""
-    data = {"chatId": str(chat_id), "assistantId": assistant_id, "messageId": str(message_id)}
+    data = {"chatId": str(chat_id), "assistantId": assistant_id, "messageId": str(reply_id)}
     await send_control(sender, CANCEL_EVENT, data)
 
 

@@ -46,10 +46,10 @@ class Course:
     """Where a run is: the plan its last step returned, and what it has counted so far."""
 
     plan: Plan
-    rounds: int = 0  # model rounds that ran (a held one does not count)
+    rounds: int = 0  # model rounds that ran (a postponed one does not count)
     pauses: int = 0
     finals: int = 0  # finalize steps that found one more round needed
-    held: bool = False  # the last model round did not run, since a pause came first
+    postponed: bool = False  # the last model round did not run, since a pause came first
 
 
 @dataclass(frozen=True)
@@ -104,13 +104,13 @@ class ToolRound:
 
 
 @dataclass(frozen=True)
-class HeldRound:
-    """The round a pause held, run once resumed as a step of its own, with the same results."""
+class PostponedRound:
+    """The round a pause postponed, run once resumed as a step of its own, with the same results."""
 
     round_id: str
 
 
-Step = Stop | Finalize | Pause | Opening | ToolRound | HeldRound
+Step = Stop | Finalize | Pause | Opening | ToolRound | PostponedRound
 
 
 def next_step(course: Course, kinds: Mapping[str, CallKind], limits: Limits) -> Step:
@@ -125,8 +125,8 @@ def next_step(course: Course, kinds: Mapping[str, CallKind], limits: Limits) -> 
         return Finalize(f"finalize-{course.finals}" if course.finals else "finalize")
     if plan.get("pause"):
         return Pause(course.pauses + 1)
-    if course.held:
-        return HeldRound(f"model-round-{course.rounds}-resumed-{course.pauses}")
+    if course.postponed:
+        return PostponedRound(f"model-round-{course.rounds}-resumed-{course.pauses}")
     return tool_round(course, kinds, limits)
 
 
@@ -164,10 +164,10 @@ def opened(course: Course, plan: Plan) -> Course:
 
 
 def round_ran(course: Course, plan: Plan) -> Course:
-    """After a model round's step: held by a pause, it runs again once resumed."""
+    """After a model round's step: postponed by a pause, it runs again once resumed."""
     if plan.get("held"):
-        return replace(course, plan=plan, held=True)
-    return replace(course, plan=plan, rounds=course.rounds + 1, held=False)
+        return replace(course, plan=plan, postponed=True)
+    return replace(course, plan=plan, rounds=course.rounds + 1, postponed=False)
 
 
 def resumed(course: Course, pause: Pause) -> Course:

@@ -92,7 +92,7 @@ async def settle_quick(
             conn,
             job_key=turn.job_key,
             run_id=turn.run_id,
-            root_message_id=turn.reply_id,
+            reply_id=turn.reply_id,
             payload=payload,
         )
     if not await jobs.complete_quick(conn, turn.job_key, turn.run_id):
@@ -112,15 +112,21 @@ async def keep_shown(
 
 
 async def complete(
-    pool: Pool, then: Next, *, job_key: str, reply_id: MessageId, outcome: Outcome, held: list[str]
+    pool: Pool,
+    then: Next,
+    *,
+    job_key: str,
+    reply_id: MessageId,
+    outcome: Outcome,
+    in_thread: list[str],
 ) -> bool:
     """The background job's end: its reply `completed` with `outcome`, draft gone and job
     `completed`, all or nothing; nothing at all when the job is no longer running (canceled,
     or finished already by a retry). False, and nothing changes, when a message steered into
-    the job is not among the thread's `held` message ids."""
+    the job is not among `in_thread`, the ids of the thread's messages."""
     async with pool.connection() as conn, conn.transaction():
         # Locks the job first, so a message steered in later finds it completed.
-        if await steers.pending(conn, job_key, held):
+        if await steers.pending(conn, job_key, in_thread):
             return False
         if await jobs.complete(conn, job_key, tool_calls=outcome.tool_calls):
             await messages.complete(
@@ -164,8 +170,8 @@ async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJ
     """Cancel the active job of the chat and assistant within `conn`'s transaction: the job and
     its reply end `canceled` together, so the user's view is settled whatever the run does."""
     canceled = await jobs.cancel(conn, chat_id, assistant_id)
-    if canceled is not None and canceled.message_id is not None:
-        await _cancel_reply(conn, canceled.message_id)
+    if canceled is not None and canceled.reply_id is not None:
+        await _cancel_reply(conn, canceled.reply_id)
     return canceled
 
 
@@ -183,12 +189,12 @@ async def cancel(pool: Pool, then: Next, claims: dict[str, Any]) -> CanceledJob 
     if canceled is None:
         return None
     # A turn still on its quick path has no run to stop: it finds its slot gone and stops.
-    if canceled.message_id is not None and not canceled.quick:
+    if canceled.reply_id is not None and not canceled.quick:
         await send_cancel(
             then.events,
             chat_id=then.chat_id,
             assistant_id=then.assistant_id,
-            message_id=canceled.message_id,
+            reply_id=canceled.reply_id,
         )
     await send_next(pool, then)
     return canceled

@@ -56,7 +56,7 @@ from infra.store.messages import MessageMetadata
 from infra.store.usage import Spent
 from turns.turn import Turn
 
-# Compiled once per model config and tool set in this process, not once per turn or round.
+# Compiled once per model spec and tool set in this process, not once per turn or round.
 GRAPHS = CompiledGraphs()
 
 

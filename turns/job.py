@@ -1,11 +1,13 @@
-"""A background job (`tool-handoff`): its claim, its pauses and its end, and its other units.
+"""A turn's background job (`tool-handoff`), whether it resumes a turn the quick path handed off
+or runs a whole turn that waited in the queue: its claim, its pauses and its end, and its other
+units.
 
-A `HandoffJob` is made from the event; the claim step reads the job row, whose payload outranks
-the event's data, and `claimed` makes the job that every later step runs on. Its units are each
-a `JobScope` (turns/scope.py) of that job: `rounds` (turns/rounds.py), `tool_calls`
-(turns/tool_calls.py) and `prompts` (turns/prompts.py); what runs next is turns/course.py's to
-say. Each step body reads only what its unit and its arguments hold, so a replay, which runs the
-plan from the top with memoized step outputs, sees exactly what the first run saw.
+A `BackgroundJob` is made from the event; the claim step reads the job row, whose payload outranks
+the event's data, and `claimed` makes the job that every later step runs on. Its units are each a
+`JobScope` (turns/scope.py) of that job: `rounds` (turns/rounds.py), `tool_calls`
+(turns/tool_calls.py) and `prompts` (turns/prompts.py); what runs next is turns/course.py's to say.
+Each step body reads only what its unit and its arguments hold, so a replay, which runs the plan
+from the top with memoized step outputs, sees exactly what the first run saw.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class Claim(Plan):
 
 
 @dataclass(frozen=True)
-class HandoffJob(JobScope):
+class BackgroundJob(JobScope):
     """The job, with the bucket its large tool outputs go to."""
 
     large_outputs: LargeOutputs
@@ -62,7 +64,7 @@ class HandoffJob(JobScope):
     def prompts(self) -> Prompts:
         return Prompts(self.services, self.tools, self.job_key, self.run_id, self.turn)
 
-    def claimed(self, claim: Claim) -> HandoffJob:
+    def claimed(self, claim: Claim) -> BackgroundJob:
         """The job as the claim found it in the database."""
         return replace(self, turn=Turn.model_validate(claim["payload"]))
 
@@ -74,7 +76,7 @@ class HandoffJob(JobScope):
             job = await jobs.claim(conn, self.job_key, self.run_id, lease_s=settings.job_lease_s)
             if job is None:
                 return {"claimed": False, "done": True, "pending": [], "payload": {}}
-            await messages.mark_streaming(conn, job.root_message_id)
+            await messages.mark_streaming(conn, job.reply_id)
         turn = Turn.model_validate(job.payload)
         if job.attempt == 1 and turn.handed_off_at is not None:
             telemetry.RESUME_OVERHEAD.record(max(0.0, time.time() - turn.handed_off_at))
@@ -144,14 +146,14 @@ class HandoffJob(JobScope):
             tool_calls=len(snapshot.progress),
             spent=spent(self.turn, used, snapshot),
         )
-        held = [str(m.id) for m in values.get("messages", [])]
+        in_thread = [str(m.id) for m in values.get("messages", [])]
         return await endings.complete(
             pool,
             self.next(events),
             job_key=self.job_key,
             reply_id=self.turn.reply_id,
             outcome=outcome,
-            held=held,
+            in_thread=in_thread,
         )
 
     def next(self, events: EventSender) -> endings.Next:

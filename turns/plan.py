@@ -37,7 +37,9 @@ class Plan(TypedDict):
     asked: NotRequired[int]
     # The user asked the job to pause: it does so before its next step (infra/store/pauses.py).
     pause: NotRequired[bool]
-    # The round did not run, since a pause came first: it runs once the job is resumed.
+    # The round did not run, since a pause came first: it runs once the job is resumed
+    # (Course.postponed). The key stays `held`: a plan is a step's output, memoized by runs in
+    # flight.
     held: NotRequired[bool]
 
 

@@ -45,8 +45,8 @@ logger = logging.getLogger(__name__)
 
 async def unapplied_steers(conn: Conn, job_key: str, state: StateSnapshot) -> bool:
     """Whether a message steered into the job is not in `state`'s thread yet."""
-    held = {m.id for m in state.values.get("messages", [])}
-    return any(m["id"] not in held for m in await steers.steered(conn, job_key))
+    in_thread = {m.id for m in state.values.get("messages", [])}
+    return any(m["id"] not in in_thread for m in await steers.steered(conn, job_key))
 
 
 @dataclass(frozen=True)
@@ -79,15 +79,15 @@ class Rounds:
         order they came: by message id, so a retried or replayed round adds none twice."""
         async with (await self.services.pool()).connection() as conn:
             joined = await steers.steered(conn, self.job_key)
-        held = {m.id for m in (await run.state()).values.get("messages", [])}
-        return [steered_message(m["id"], m["content"]) for m in joined if m["id"] not in held]
+        in_thread = {m.id for m in (await run.state()).values.get("messages", [])}
+        return [steered_message(m["id"], m["content"]) for m in joined if m["id"] not in in_thread]
 
     async def resume(
         self, results: list[ToolResult], attempt: int = 0, last_attempt: bool = False
     ) -> Plan:
         """Apply the tool results, then run the model to its next tool boundary or the end.
 
-        Held, without running, when the user asked the job to pause: the round is the next
+        Postponed, without running, when the user asked the job to pause: the round is the next
         step, and a pause happens between steps."""
         async with (await self.services.pool()).connection() as conn:
             if await pauses.pause_requested(conn, self.job_key):

@@ -17,7 +17,7 @@ from langchain_core.tools import BaseTool
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from agent.model import model_config
+from agent.model import model_spec
 from agent.threads import thread_key
 from infra import telemetry
 from infra.db import Pool
@@ -76,10 +76,10 @@ def new_turn(
         assistant_id=assistant_id,
         thread_id=thread_key(chat_id, assistant_id),
         user_message_id=user_message_id or MessageId(uuid.uuid4()),
-        root_message_id=MessageId(uuid.uuid4()),
+        reply_id=MessageId(uuid.uuid4()),
         run_id=str(uuid.uuid4()),
         content=content,
-        model_spec=model_config(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
+        model_spec=model_spec(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
         job_key=str(uuid.uuid4()),
         edit=edit,
     )
@@ -118,13 +118,13 @@ async def stream_turn(
         span.end()
         return _queued(turn, "enqueue" if strategy == "steer" else None)
     stopped = slot.interrupted
-    if stopped is not None and stopped.message_id is not None and not stopped.quick:
+    if stopped is not None and stopped.reply_id is not None and not stopped.quick:
         # Not awaited: the new turn's first token does not wait for the old run's stop.
         stop = send_cancel(
             host.events,
             chat_id=turn.chat_id,
             assistant_id=turn.assistant_id,
-            message_id=stopped.message_id,
+            reply_id=stopped.reply_id,
         )
         _keep(host.turns, asyncio.create_task(stop))
     return _relay(

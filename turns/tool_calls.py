@@ -65,8 +65,8 @@ class ToolCalls(JobScope):
         if stored is not None:
             return stored
         async with pool.connection() as conn:
-            held = await self.holds(conn)
-        if not held:
+            still_ours = await self.holds(conn)
+        if not still_ours:
             # Canceled meanwhile: a tool that acts outside (an email) must not act now. The
             # round after this step finds the job gone and stops; nothing is stored.
             return ToolResult(id=call["id"], name=call["name"], content="")

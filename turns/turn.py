@@ -30,8 +30,11 @@ class Turn(BaseModel):
     user_id: UserId
     assistant_id: str
     thread_id: ThreadId
-    root_message_id: MessageId  # the reply
+    # The reply. Its key in the payload and the event's data is still `rootMessageId`: runs in
+    # flight and stored jobs carry it.
+    reply_id: MessageId = Field(alias="rootMessageId")
     checkpoint_id: str = ""
+    # The model spec (agent/model.py), under the key `modelConfig` of the contract.
     model_spec: dict[str, Any] = Field(alias="modelConfig")
     kind: Literal["handoff", "turn"] = "handoff"
     # Absent from jobs stored before turns carried them; a `turn` job always has both.
@@ -49,12 +52,8 @@ class Turn(BaseModel):
     edit: Edit | None = Field(default=None, exclude=True)
 
     @property
-    def reply_id(self) -> MessageId:
-        return self.root_message_id
-
-    @property
     def log(self) -> dict[str, str]:
-        return {"chat_id": str(self.chat_id), "correlation_id": str(self.root_message_id)}
+        return {"chat_id": str(self.chat_id), "correlation_id": str(self.reply_id)}
 
     def to_data(self) -> dict[str, Any]:
         """The job's payload and the event's data."""
@@ -80,7 +79,7 @@ class Turn(BaseModel):
             "chatId": str(self.chat_id),
             "threadId": self.thread_id,
             "userMessageId": str(self.user_message_id),
-            "assistantMessageId": str(self.root_message_id),
+            "assistantMessageId": str(self.reply_id),
             "runId": self.run_id,
         }
 
@@ -88,7 +87,7 @@ class Turn(BaseModel):
         """The data of the stream's `handoff` event: the reply goes on in the background.
         `strategy`: how a message sent while another turn ran was taken (`enqueue`)."""
         data = {
-            "assistantMessageId": str(self.root_message_id),
+            "assistantMessageId": str(self.reply_id),
             "eventId": self.job_key,
             "status": "queued",
         }
@@ -99,5 +98,5 @@ class Turn(BaseModel):
         """What its spans say about the turn: the chat (GenAI's conversation), the reply."""
         return {
             "gen_ai.conversation.id": str(self.chat_id),
-            "handoff.message.id": str(self.root_message_id),
+            "handoff.message.id": str(self.reply_id),
         }

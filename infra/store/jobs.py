@@ -109,7 +109,7 @@ where idempotency_key = %(key)s and kind <> 'quick'
   and (status in ('queued', 'error')
        or (status = 'processing'
            and (run_id = %(run_id)s or updated_at < now() - make_interval(secs => %(lease_s)s))))
-returning id as job_id, root_message_id, payload, attempt
+returning id as job_id, root_message_id as reply_id, payload, attempt
 """
 # Only a job still running completes (a canceled one keeps its text), with its figures for
 # operators: how many tool calls its turn made, and how long since the request that started it.
@@ -183,7 +183,7 @@ class SlotRequest:
 @dataclass(frozen=True)
 class ClaimedJob:
     job_id: UUID
-    root_message_id: MessageId
+    reply_id: MessageId
     payload: dict[str, Any]
     attempt: int  # 1 for the job's first claim
 
@@ -197,7 +197,7 @@ class ReleasedJob:
 @dataclass(frozen=True)
 class CanceledJob:
     idempotency_key: str
-    message_id: MessageId | None
+    reply_id: MessageId | None
     # A turn still on its quick path: no background run to stop; the path finds its slot gone.
     quick: bool
 
@@ -226,10 +226,10 @@ async def expire_dead_quick(
 
 
 async def hand_off(
-    conn: Conn, *, job_key: str, run_id: str, root_message_id: MessageId, payload: dict[str, Any]
+    conn: Conn, *, job_key: str, run_id: str, reply_id: MessageId, payload: dict[str, Any]
 ) -> bool:
     """The turn's job continues in the background; False when the turn lost its slot."""
-    params = (root_message_id, Jsonb(payload), job_key, run_id)
+    params = (reply_id, Jsonb(payload), job_key, run_id)
     return await (await conn.execute(HAND_OFF_SQL, params)).fetchone() is not None
 
 

@@ -116,8 +116,8 @@ async def request_pause(
         row = await (await conn.execute(REQUEST_SQL, (chat_id, assistant_id))).fetchone()
         if row is None:
             raise NothingToPause(chat_id)
-    message_id: MessageId | None = row["root_message_id"]
-    return message_id
+    reply_id: MessageId | None = row["root_message_id"]
+    return reply_id
 
 
 async def resume(

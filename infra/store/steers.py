@@ -85,8 +85,8 @@ async def steered(conn: Conn, job_key: str) -> list[dict[str, Any]]:
     return list(row["steered"]) if row else []
 
 
-async def pending(conn: Conn, job_key: str, held: list[str]) -> bool:
-    """Lock the job; whether a message steered into it is not among the thread's `held`
-    message ids."""
-    row = await (await conn.execute(STEERS_PENDING_SQL, (held, job_key))).fetchone()
+async def pending(conn: Conn, job_key: str, in_thread: list[str]) -> bool:
+    """Lock the job; whether a message steered into it is not among `in_thread`, the
+    ids of the thread's messages."""
+    row = await (await conn.execute(STEERS_PENDING_SQL, (in_thread, job_key))).fetchone()
     return row is not None and bool(row["pending"])

@@ -10,12 +10,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agent.graph import TOOLS_NODE, CompiledGraphs, state_values
-from agent.model import model_config
+from agent.model import model_spec
 from agent.state import AgentState
 from agent.threads import thread_config, thread_key
 from agent.tools import demo_tools
 
-SPEC = model_config("scripted", token_delay_ms=0)
+SPEC = model_spec("scripted", token_delay_ms=0)
 
 
 def said(text: str) -> AgentState:

@@ -24,8 +24,8 @@ from agent.graph import (
 from agent.model import (
     ScriptedChatModel,
     create_model,
-    create_model_from_config,
-    model_config,
+    create_model_from_spec,
+    model_spec,
     parse_tool_lines,
     parse_tool_rounds,
 )
@@ -358,10 +358,10 @@ def test_create_model_builds_the_scripted_model_with_its_delay() -> None:
     assert model.token_delay_ms == 7
 
 
-def test_model_config_round_trips_to_the_same_scripted_model() -> None:
-    config = model_config("scripted", token_delay_ms=3)
-    assert json.loads(json.dumps(config)) == config
-    model = create_model_from_config(config)
+def test_a_model_spec_round_trips_to_the_same_scripted_model() -> None:
+    spec = model_spec("scripted", token_delay_ms=3)
+    assert json.loads(json.dumps(spec)) == spec
+    model = create_model_from_spec(spec)
     assert isinstance(model, ScriptedChatModel)
     assert model.token_delay_ms == 3
 

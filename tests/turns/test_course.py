@@ -8,10 +8,10 @@ from turns.course import (
     Ask,
     Course,
     Finalize,
-    HeldRound,
     Limits,
     Opening,
     Pause,
+    PostponedRound,
     Stop,
     ToolRound,
     finalized,
@@ -98,13 +98,13 @@ def test_a_round_held_by_a_pause_runs_again_as_a_step_of_its_own() -> None:
     assert at.rounds == 1
     assert step(at) == Pause(1)
     at = resumed(at, Pause(1))
-    assert step(at) == HeldRound("model-round-1-resumed-1")
+    assert step(at) == PostponedRound("model-round-1-resumed-1")
     # Held again: another pause, and the round's next id.
     at = round_ran(at, {"done": False, "pending": [], "pause": True, "held": True})
     at = resumed(at, step(at))
-    assert step(at) == HeldRound("model-round-1-resumed-2")
+    assert step(at) == PostponedRound("model-round-1-resumed-2")
     at = round_ran(at, {"done": True, "pending": []})
-    assert (at.rounds, at.held) == (2, False)
+    assert (at.rounds, at.postponed) == (2, False)
     assert step(at) == Finalize("finalize")
 
 

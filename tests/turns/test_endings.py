@@ -68,9 +68,14 @@ async def test_a_completion_ends_job_reply_usage_and_draft_then_the_waiting_turn
     then = endings.Next(events, first.chat_id, first.assistant_id)
 
     # WHEN the job completes
-    held: list[str] = []
+    in_thread: list[str] = []
     done = await endings.complete(
-        pool, then, job_key=first.job_key, reply_id=first.reply_id, outcome=outcome("42"), held=held
+        pool,
+        then,
+        job_key=first.job_key,
+        reply_id=first.reply_id,
+        outcome=outcome("42"),
+        in_thread=in_thread,
     )
 
     # THEN the reply shows its answer, its usage is counted, its draft is gone, and the turn
@@ -103,7 +108,7 @@ async def test_a_completion_that_fails_halfway_leaves_nothing_written(
             job_key=turn.job_key,
             reply_id=turn.reply_id,
             outcome=outcome("4\x002"),
-            held=[],
+            in_thread=[],
         )
 
     # THEN the job still runs, and the user still sees the draft: a retry can complete it
@@ -124,13 +129,18 @@ async def test_a_completion_after_a_cancel_changes_nothing(database_url: str, po
     then = endings.Next(events, turn.chat_id, turn.assistant_id)
     canceled = await endings.cancel(pool, then, claims_of(user_id))
     assert canceled is not None
-    assert canceled.message_id == turn.reply_id
+    assert canceled.reply_id == turn.reply_id
     assert events.names == ["chat/cancel"]  # the run is told to stop
 
     # WHEN the run, not yet stopped, reports its answer
-    held: list[str] = []
+    in_thread: list[str] = []
     done = await endings.complete(
-        pool, then, job_key=turn.job_key, reply_id=turn.reply_id, outcome=outcome("42"), held=held
+        pool,
+        then,
+        job_key=turn.job_key,
+        reply_id=turn.reply_id,
+        outcome=outcome("42"),
+        in_thread=in_thread,
     )
 
     # THEN the reply keeps what the user saw when they canceled, and nothing is counted twice

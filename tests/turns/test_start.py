@@ -33,7 +33,7 @@ def a_turn(user_id: uuid.UUID, chat_id: uuid.UUID, content: str) -> Turn:
         user_id=UserId(user_id),
         assistant_id="default",
         thread_id=f"{chat_id}:default",
-        root_message_id=MessageId(uuid.uuid4()),
+        reply_id=MessageId(uuid.uuid4()),
         user_message_id=MessageId(uuid.uuid4()),
         content=content,
         model_spec={"model": "scripted"},
@@ -107,7 +107,7 @@ async def test_a_second_message_with_interrupt_cancels_the_first_and_takes_its_s
     )
     assert slot.queued is False
     assert slot.interrupted is not None
-    assert (slot.interrupted.message_id, slot.interrupted.quick) == (first.reply_id, True)
+    assert (slot.interrupted.reply_id, slot.interrupted.quick) == (first.reply_id, True)
     replies = await fetch(database_url, REPLIES_SQL)
     assert [r["status"] for r in replies] == ["canceled", "streaming"]
     jobs = await fetch(database_url, JOBS_SQL)

@@ -26,7 +26,7 @@ def quick_turn() -> Turn:
         user_id=UserId(uuid.uuid4()),
         assistant_id="default",
         thread_id=f"{chat_id}:default",
-        root_message_id=MessageId(uuid.uuid4()),
+        reply_id=MessageId(uuid.uuid4()),
         user_message_id=MessageId(uuid.uuid4()),
         content="/calc 2*21",
         model_spec={"model": "scripted"},
