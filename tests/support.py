@@ -57,6 +57,21 @@ create trigger draft_write_log after insert or update on public.message_draft
 """
 
 
+# Every draft write fails while `database_outage` has a row: a model round cannot be stored.
+OUTAGE_SQL = """
+create table database_outage (since timestamptz not null default now());
+create function refuse_while_down() returns trigger language plpgsql as $$
+begin
+  if exists (select 1 from database_outage) then
+    raise exception 'the database refuses this write';
+  end if;
+  return new;
+end $$;
+create trigger refuse_while_down before insert or update on public.message_draft
+  for each row execute function refuse_while_down();
+"""
+
+
 def token_for(user_id: uuid.UUID, *, secret: str = JWT_SECRET, **overrides: Any) -> str:
     now = int(time.time())
     claims: dict[str, Any] = {

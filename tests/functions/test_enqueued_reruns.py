@@ -15,6 +15,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 
 from agent.graph import UNANSWERED_CALL_TEXT
 from tests.support import (
+    OUTAGE_SQL,
     Stack,
     create_user_with_chat,
     durable_messages,
@@ -31,19 +32,6 @@ THREE_CALCS_REPLY = (
     "Here is what I found: calc returned 2. calc returned 4. calc returned 6."
 )
 COMPLETED_SQL = "select * from message where id = %s and status = 'completed'"
-# Every draft write fails while `database_outage` has a row: a model round cannot be stored.
-OUTAGE_SQL = """
-create table database_outage (since timestamptz not null default now());
-create function refuse_while_down() returns trigger language plpgsql as $$
-begin
-  if exists (select 1 from database_outage) then
-    raise exception 'the database refuses this write';
-  end if;
-  return new;
-end $$;
-create trigger refuse_while_down before insert or update on public.message_draft
-  for each row execute function refuse_while_down();
-"""
 
 
 def message(chat_id: uuid.UUID, content: str, strategy: str) -> dict[str, str]:

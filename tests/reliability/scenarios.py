@@ -43,6 +43,7 @@ from tests.fake_providers import (
 from tests.support import (
     DRAFT_LOG_SQL,
     JWT_SECRET,
+    OUTAGE_SQL,
     Stack,
     create_user_with_chat,
     durable_messages,
@@ -57,23 +58,16 @@ Event = tuple[str, dict[str, Any]]
 RUN_TIMEOUT_S = 60.0
 DRAFT_WRITES_SQL = "select draft_content from draft_write_log order by at"
 
-PREPARE_SQL = """
+PREPARE_SQL = (
+    """
 create table tool_execution_log (
   tool_call_id text not null,
   input text not null,
   at timestamptz not null default clock_timestamp()
 );
-create table database_outage (since timestamptz not null default now());
-create function refuse_while_down() returns trigger language plpgsql as $$
-begin
-  if exists (select 1 from database_outage) then
-    raise exception 'the database refuses this write';
-  end if;
-  return new;
-end $$;
-create trigger refuse_while_down before insert or update on public.message_draft
-  for each row execute function refuse_while_down();
 """
+    + OUTAGE_SQL
+)
 
 
 class Figures(TypedDict):
