@@ -20,7 +20,7 @@ create table if not exists handoff.migrations (
   applied_at timestamptz not null default now()
 )
 """
-# Concurrent runners (several test workers, two deploys) wait here instead of racing.
+# Concurrent runners on one database (two deploys at once) wait here instead of racing.
 LOCK_SQL = "select pg_advisory_xact_lock(hashtext('handoff.migrations'))"
 APPLIED_SQL = "select name from handoff.migrations"
 RECORD_SQL = "insert into handoff.migrations (name) values (%s)"

@@ -91,6 +91,19 @@ $$
 """
 
 
+# Roles belong to the server, not to a database, and migrate()'s lock to one database: test
+# workers migrating their templates at once on a new server would race to create the roles.
+# This lock, taken in the server's own database, is the server's.
+SERVER_LOCK_SQL = "select pg_advisory_lock(hashtext('handoff.tests.roles'))"
+
+
+@asynccontextmanager
+async def _server_lock(server_url: str) -> AsyncIterator[None]:
+    async with await psycopg.AsyncConnection.connect(server_url, autocommit=True) as conn:
+        await conn.execute(SERVER_LOCK_SQL)
+        yield  # released when the connection closes
+
+
 @asynccontextmanager
 async def migrated_template(server_url: str, *, supabase: bool = False) -> AsyncIterator[str]:
     """A migrated database to clone; with `supabase`, migrated under Supabase's default
@@ -99,11 +112,12 @@ async def migrated_template(server_url: str, *, supabase: bool = False) -> Async
     await _admin(server_url, sql.SQL("create database {}").format(sql.Identifier(name)))
     try:
         url = with_database(server_url, name)
-        if supabase:
-            async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-                await conn.execute(API_ROLES_SQL)
-                await conn.execute(SUPABASE_DEFAULT_PRIVILEGES_SQL)
-        await migrate(url)
+        async with _server_lock(server_url):
+            if supabase:
+                async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+                    await conn.execute(API_ROLES_SQL)
+                    await conn.execute(SUPABASE_DEFAULT_PRIVILEGES_SQL)
+            await migrate(url)
         yield name
     finally:
         await _drop(server_url, name)
