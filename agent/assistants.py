@@ -1,0 +1,125 @@
+"""Assistants: the agents a deployment runs, defined in the user's own module.
+
+A deployment names its assistants with one setting, `ASSISTANTS=<module>:<attribute>` (the
+default is the demo set). The attribute is a sequence of `Assistant`. Each assistant keeps its
+own LangGraph thread in a chat (`{chat_id}:{assistant_id}`), so its id is stable: it is part of
+thread keys and rows.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.tools import BaseTool
+
+from agent.threads import ASSISTANT_ID_PATTERN
+
+
+class AssistantDefinitionError(ValueError):
+    """An assistant definition Handoff cannot run: the message names the assistant and the
+    problem in one sentence."""
+
+
+@dataclass(frozen=True)
+class Assistant:
+    """One agent: who it is, the model it calls, what it is told and the tools it may use.
+
+    `model` is `scripted` or `provider:model`; None takes the deployment's `MODEL`. The limits
+    are None to take the deployment's (`MAX_TOOL_ROUNDS`, `MAX_TURN_OUTPUT_TOKENS`).
+    """
+
+    id: str
+    name: str
+    description: str = ""
+    model: str | None = None
+    instructions: str = ""
+    tools: Sequence[BaseTool] = field(default_factory=tuple)
+    max_tool_rounds: int | None = None
+    max_output_tokens: int | None = None
+
+
+class Assistants:
+    """A deployment's assistants, by id, in the order they were defined; the first is the
+    default."""
+
+    def __init__(self, assistants: Sequence[Assistant]) -> None:
+        check_definitions(assistants)
+        self._by_id = {a.id: a for a in assistants}
+
+    def __iter__(self) -> Iterator[Assistant]:
+        return iter(self._by_id.values())
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def get(self, assistant_id: str) -> Assistant | None:
+        return self._by_id.get(assistant_id)
+
+    @property
+    def default(self) -> Assistant:
+        return next(iter(self._by_id.values()))
+
+
+def check_definitions(assistants: Sequence[Assistant]) -> None:
+    """What can be checked without making a model or a graph: at least one assistant, each an
+    `Assistant` with a valid, unique id, a name, and tools that are LangChain tools with unique
+    names."""
+    if not assistants:
+        raise AssistantDefinitionError("ASSISTANTS names no assistant; define at least one.")
+    seen: set[str] = set()
+    for assistant in assistants:
+        if not isinstance(assistant, Assistant):
+            raise AssistantDefinitionError(
+                f"ASSISTANTS holds {assistant!r}, which is not an Assistant."
+            )
+        _check_one(assistant)
+        if assistant.id in seen:
+            raise AssistantDefinitionError(f"Two assistants have the id {assistant.id!r}.")
+        seen.add(assistant.id)
+
+
+def _check_one(assistant: Assistant) -> None:
+    who = f"Assistant {assistant.id!r}"
+    if not ASSISTANT_ID_PATTERN.fullmatch(assistant.id):
+        raise AssistantDefinitionError(f"{who}: an id is 1 to 64 letters, digits, '_' or '-'.")
+    if not assistant.name.strip():
+        raise AssistantDefinitionError(f"{who} has no name.")
+    names: set[str] = set()
+    for tool in assistant.tools:
+        if not isinstance(tool, BaseTool):
+            raise AssistantDefinitionError(f"{who}: {tool!r} is not a LangChain tool.")
+        if tool.name in names:
+            raise AssistantDefinitionError(f"{who} has two tools named {tool.name!r}.")
+        names.add(tool.name)
+    for limit in ("max_tool_rounds", "max_output_tokens"):
+        value = getattr(assistant, limit)
+        if value is not None and value <= 0:
+            raise AssistantDefinitionError(f"{who}: {limit} must be positive, not {value}.")
+
+
+def load_assistants(reference: str) -> Assistants:
+    """The assistants `reference` (`module:attribute`) names, checked."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise AssistantDefinitionError(
+            f"ASSISTANTS must be 'module:attribute' (my_app.assistants:ASSISTANTS), not"
+            f" {reference!r}."
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AssistantDefinitionError(
+            f"ASSISTANTS={reference}: module {module_name!r} cannot be imported ({exc})."
+        ) from exc
+    defined = getattr(module, attribute, None)
+    if defined is None:
+        raise AssistantDefinitionError(
+            f"ASSISTANTS={reference}: module {module_name!r} has no {attribute!r}."
+        )
+    if isinstance(defined, Assistant) or not isinstance(defined, Sequence):
+        raise AssistantDefinitionError(
+            f"ASSISTANTS={reference} must be a sequence of Assistant, not {type(defined).__name__}."
+        )
+    return Assistants(list(defined))
