@@ -74,6 +74,9 @@ EXPECTED: dict[tuple[str, Role], frozenset[str]] = {
     ("public.reply_usage", "authenticated"): SELECT_ONLY,
     ("public.branch", "authenticated"): SELECT_ONLY,
     ("public.active_branch", "authenticated"): frozenset({"SELECT", "INSERT", "UPDATE"}),
+    # Written by the service only: the catalogue by `handoff migrate`, a chat's by its routes.
+    ("public.assistant", "authenticated"): SELECT_ONLY,
+    ("public.chat_assistant", "authenticated"): SELECT_ONLY,
     # Supabase's, as the first migrations make them where they are absent.
     ("auth", "anon"): frozenset({"USAGE"}),
     ("auth", "authenticated"): frozenset({"USAGE"}),

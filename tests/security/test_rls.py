@@ -25,7 +25,15 @@ from psycopg import sql
 from tests.databases import fresh_database
 from tests.support import create_user_with_chat
 
-Table = Literal["chat", "message", "message_draft", "broadcast_draft", "job_runs", "reply_usage"]
+Table = Literal[
+    "chat",
+    "message",
+    "message_draft",
+    "broadcast_draft",
+    "job_runs",
+    "reply_usage",
+    "chat_assistant",
+]
 Operation = Literal["select", "insert", "update", "delete", "truncate"]
 Actor = Literal["owner", "other_user", "anon"]
 Grants = Literal["our_grants", "supabase_grants"]
@@ -37,6 +45,7 @@ TABLES: tuple[Table, ...] = (
     "broadcast_draft",
     "job_runs",
     "reply_usage",
+    "chat_assistant",
 )
 OPERATIONS: tuple[Operation, ...] = ("select", "insert", "update", "delete")
 ACTORS: tuple[Actor, ...] = ("owner", "other_user", "anon")
@@ -48,7 +57,7 @@ SET_ROLE_SQL = {
     "authenticated": "set local role authenticated",
 }
 RESET_ROLE_SQL = "reset role"
-# Everything in the five tables, as the connecting (owning) role sees it, which RLS does not
+# Everything in the tables, as the connecting (owning) role sees it, which RLS does not
 # filter: the yardstick for "did this attempt change anything".
 SNAPSHOT_SQL = """
 select json_build_object(
@@ -57,7 +66,10 @@ select json_build_object(
   'message_draft', (select json_agg(t order by t.message_id) from public.message_draft t),
   'broadcast_draft', (select json_agg(t order by t.message_id) from public.broadcast_draft t),
   'job_runs', (select json_agg(t order by t.id) from public.job_runs t),
-  'reply_usage', (select json_agg(t order by t.message_id) from public.reply_usage t)
+  'reply_usage', (select json_agg(t order by t.message_id) from public.reply_usage t),
+  'chat_assistant', (
+    select json_agg(t order by t.chat_id, t.assistant_id) from public.chat_assistant t
+  )
 ) as tables
 """
 CHAT_COLUMN: dict[Table, str] = {
@@ -67,6 +79,7 @@ CHAT_COLUMN: dict[Table, str] = {
     "broadcast_draft": "chat_id",
     "job_runs": "chat_id",
     "reply_usage": "chat_id",
+    "chat_assistant": "chat_id",
 }
 # Writes aimed at the owner's rows. The same statement is tried by every actor, so a refusal
 # for the other user means something only because the owner may run it (where the owner may).
@@ -114,6 +127,13 @@ WRITE_SQL: dict[tuple[Table, Operation], str | sql.Composed] = {
         "update public.reply_usage set input_tokens = 0 where chat_id = %(chat)s"
     ),
     ("reply_usage", "delete"): "delete from public.reply_usage where chat_id = %(chat)s",
+    ("chat_assistant", "insert"): (
+        "insert into public.chat_assistant (chat_id, assistant_id) values (%(chat)s, 'planted')"
+    ),
+    ("chat_assistant", "update"): (
+        "update public.chat_assistant set is_default = not is_default where chat_id = %(chat)s"
+    ),
+    ("chat_assistant", "delete"): "delete from public.chat_assistant where chat_id = %(chat)s",
     # Row-level security does not filter a truncate: the privilege alone decides.
     **{
         (table, "truncate"): sql.SQL("truncate {} cascade").format(sql.Identifier("public", table))
@@ -158,6 +178,9 @@ SEED_JOB_SQL = """
 insert into public.job_runs (chat_id, root_message_id, event_name, idempotency_key, payload)
 values (%s, %s, 'chat/tool_handoff', %s, '{}')
 """
+SEED_CHAT_ASSISTANT_SQL = """
+insert into public.chat_assistant (chat_id, assistant_id, is_default) values (%s, 'seeded', true)
+"""
 SEED_USAGE_SQL = """
 insert into public.reply_usage (message_id, user_id, chat_id, model, input_tokens, output_tokens)
 values (%s, %s, %s, 'scripted', 12, 34)
@@ -167,7 +190,8 @@ values (%s, %s, %s, 'scripted', 12, 34)
 def may(actor: Actor, table: Table, operation: Operation) -> bool:
     """The policy under test: owners read everything of theirs, write messages, and rename and
     delete chats (they create them through the API, which counts them against
-    MAX_CHATS_PER_MINUTE); drafts, jobs and usage are written by the service only; nobody
+    MAX_CHATS_PER_MINUTE); drafts, jobs, usage and a chat's assistants are written by the
+    service only; nobody
     truncates anything; nobody else touches any of it."""
     if actor != "owner" or operation == "truncate":
         return False
@@ -218,6 +242,7 @@ async def seed_chat_rows(database_url: str) -> ChatRows:
         await conn.execute(SEED_BROADCAST_DRAFT_SQL, (reply_id, chat_id))
         await conn.execute(SEED_JOB_SQL, (chat_id, reply_id, str(uuid.uuid4())))
         await conn.execute(SEED_USAGE_SQL, (reply_id, user_id, chat_id))
+        await conn.execute(SEED_CHAT_ASSISTANT_SQL, (chat_id,))
     return ChatRows(user_id, chat_id, user_message_id, reply_id)
 
 
