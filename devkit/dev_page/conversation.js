@@ -211,8 +211,8 @@ function onMessageRow(row) {
 function onDraftRow(row) {
   const message = state.messages.get(row.message_id);
   if (!message) {
-    const held = state.drafts.get(row.message_id);
-    if (!held || held.seq < row.seq) state.drafts.set(row.message_id, row);
+    const earlierDraft = state.drafts.get(row.message_id);
+    if (!earlierDraft || earlierDraft.seq < row.seq) state.drafts.set(row.message_id, row);
     return null;
   }
   return applyDraftTo(message, row) ? message : null;

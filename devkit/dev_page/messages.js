@@ -37,13 +37,13 @@ const nodeOf = (id) => els.messages.querySelector(`[data-message-id="${CSS.escap
 export function adoptStoredId(message, storedId) {
   if (!storedId || storedId === message.id) return;
   const pickedId = message.id;
-  const held = state.messages.get(pickedId) === message;
-  if (held && !state.messages.has(storedId)) {
+  const keptUnderPickedId = state.messages.get(pickedId) === message;
+  if (keptUnderPickedId && !state.messages.has(storedId)) {
     // In the bubble's place, before its reply should the feed have brought that first.
     state.messages = new Map(
       [...state.messages].map(([id, known]) => (id === pickedId ? [storedId, known] : [id, known])),
     );
-  } else if (held) {
+  } else if (keptUnderPickedId) {
     state.messages.delete(pickedId);
   }
   nodeOf(pickedId)?.remove();
