@@ -1,6 +1,6 @@
-"""What `handoff dev` serves besides the app: the chat page (with supabase-js, vendored), its
-session (the demo user's token and the dev project's anon key), the SSE fallback of the change
-feed, the replies' timelines.
+"""What `handoff dev` serves besides the app: the chat page (with supabase-js, vendored), the
+status sets it asks about (made from infra/store/statuses.py), its session (the demo user's token
+and the dev project's anon key), the SSE fallback of the change feed, the replies' timelines.
 
 None of this is deployed: on Supabase the page signs in with supabase-js and subscribes to
 Realtime, as it subscribes here to the dev server's Realtime endpoint.
@@ -9,22 +9,43 @@ Realtime, as it subscribes here to the dev server's Realtime endpoint.
 from __future__ import annotations
 
 import ipaddress
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
 
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from devkit import changes, timeline
 from handlers.errors import ApiError
+from infra.store import statuses
 
 PAGE_DIR = Path(__file__).resolve().parent / "dev_page"
 NO_STORE = {"Cache-Control": "no-store"}
+
+
+def status_sets() -> dict[str, tuple[str, ...]]:
+    """Every set of statuses infra/store/statuses.py defines, by its name there."""
+    return {
+        name: value
+        for name, value in vars(statuses).items()
+        if name.endswith("_STATUSES") and isinstance(value, tuple)
+    }
+
+
+def statuses_module() -> str:
+    """The status sets as the ES module the page imports (`/dev/statuses.js`), each a frozen
+    array under its Python name: the page takes them from here rather than keep a copy."""
+    header = "// Made by handoff dev from infra/store/statuses.py; not a file of the page.\n"
+    return header + "".join(
+        f"export const {name} = Object.freeze({json.dumps(list(values))});\n"
+        for name, values in status_sets().items()
+    )
 
 
 @dataclass(frozen=True)
@@ -82,6 +103,11 @@ def install_dev_routes(
     @router.get("/", include_in_schema=False)
     async def page() -> FileResponse:
         return FileResponse(PAGE_DIR / "index.html", headers=NO_STORE)
+
+    # Before the page's static mount, which would otherwise answer this path with a 404.
+    @router.get("/dev/statuses.js", include_in_schema=False)
+    async def status_sets_module() -> Response:
+        return Response(statuses_module(), media_type="text/javascript", headers=NO_STORE)
 
     @router.get("/api/dev/session", response_model=SessionBody, response_model_by_alias=True)
     async def dev_session(request: Request) -> SessionBody:

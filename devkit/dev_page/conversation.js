@@ -2,7 +2,7 @@
 // this page streamed, decided and answered), and how a stored row, a draft or the history
 // changes them. No DOM here.
 
-import { ACTIVE, ENDED } from './statuses.js';
+import { ENDED_REPLY_STATUSES, LIVE_REPLY_STATUSES } from './statuses.js';
 
 const ASSISTANT_ID = 'default';
 
@@ -84,7 +84,7 @@ export function upsert(id, role) {
 // an ended one its content, which the server set from the final state or, on cancel, from the
 // last draft.
 export function shownText(message) {
-  if (ACTIVE.has(message.status) && message.draft !== null) {
+  if (LIVE_REPLY_STATUSES.includes(message.status) && message.draft !== null) {
     return message.draft.length >= message.content.length ? message.draft : message.content;
   }
   return message.content;
@@ -106,7 +106,8 @@ export function isStreamingHere(message) {
 
 export function activeReply() {
   for (const message of [...state.messages.values()].reverse()) {
-    if (message.role === 'assistant' && ACTIVE.has(message.status)) return message;
+    const live = LIVE_REPLY_STATUSES.includes(message.status);
+    if (message.role === 'assistant' && live) return message;
   }
   return null;
 }
@@ -131,7 +132,9 @@ export function awaitsAnswer(message) {
 
 export function pausingNow(message) {
   return (
-    controls.pausing === message.id && message.status !== 'paused' && !ENDED.has(message.status)
+    controls.pausing === message.id &&
+    message.status !== 'paused' &&
+    !ENDED_REPLY_STATUSES.includes(message.status)
   );
 }
 
@@ -188,7 +191,9 @@ function onMessageRow(row) {
   }
   const message = upsert(row.id, row.role);
   // The quick path's own stream is ahead of any stored row while it lasts.
-  if (!isStreamingHere(message) || ENDED.has(row.status)) message.content = row.content;
+  if (!isStreamingHere(message) || ENDED_REPLY_STATUSES.includes(row.status)) {
+    message.content = row.content;
+  }
   message.status = row.status;
   message.createdAt = row.created_at || message.createdAt;
   message.parentMessageId = row.parent_message_id;
@@ -206,8 +211,8 @@ function onMessageRow(row) {
 function onDraftRow(row) {
   const message = state.messages.get(row.message_id);
   if (!message) {
-    const held = state.drafts.get(row.message_id);
-    if (!held || held.seq < row.seq) state.drafts.set(row.message_id, row);
+    const earlierDraft = state.drafts.get(row.message_id);
+    if (!earlierDraft || earlierDraft.seq < row.seq) state.drafts.set(row.message_id, row);
     return null;
   }
   return applyDraftTo(message, row) ? message : null;

@@ -13,7 +13,7 @@ import {
   state,
 } from './conversation.js';
 import { $, els } from './page.js';
-import { ACTIVE, ENDED } from './statuses.js';
+import { ENDED_REPLY_STATUSES, LIVE_REPLY_STATUSES } from './statuses.js';
 import { renderTimeline, wireTimeline } from './timeline.js';
 
 const STATUS_LABELS = {
@@ -37,13 +37,13 @@ const nodeOf = (id) => els.messages.querySelector(`[data-message-id="${CSS.escap
 export function adoptStoredId(message, storedId) {
   if (!storedId || storedId === message.id) return;
   const pickedId = message.id;
-  const held = state.messages.get(pickedId) === message;
-  if (held && !state.messages.has(storedId)) {
+  const keptUnderPickedId = state.messages.get(pickedId) === message;
+  if (keptUnderPickedId && !state.messages.has(storedId)) {
     // In the bubble's place, before its reply should the feed have brought that first.
     state.messages = new Map(
       [...state.messages].map(([id, known]) => (id === pickedId ? [storedId, known] : [id, known])),
     );
-  } else if (held) {
+  } else if (keptUnderPickedId) {
     state.messages.delete(pickedId);
   }
   nodeOf(pickedId)?.remove();
@@ -55,7 +55,8 @@ export function adoptStoredId(message, storedId) {
 function chipStatus(call, message) {
   // A call still pending when its message ended never finished.
   let status = call.status;
-  if (status === 'pending' && ENDED.has(message.status)) status = 'stopped';
+  const ended = ENDED_REPLY_STATUSES.includes(message.status);
+  if (status === 'pending' && ended) status = 'stopped';
   else if (status === 'pending' && message.pendingApproval?.toolCallId === call.id) {
     status = message.status === 'awaiting_approval' ? 'approval' : status;
   }
@@ -106,7 +107,9 @@ function labelOf(message, { streamingHere, approving, asking }) {
 function renderActions(node, message) {
   const actions = $('message-actions', node);
   actions.hidden =
-    message.role !== 'assistant' || !ENDED.has(message.status) || isStreamingHere(message);
+    message.role !== 'assistant' ||
+    !ENDED_REPLY_STATUSES.includes(message.status) ||
+    isStreamingHere(message);
   if (actions.hidden || actions.dataset.wired) return;
   actions.dataset.wired = 'true';
   $('regenerate', actions).addEventListener('click', () => {
@@ -128,20 +131,17 @@ export function renderMessage(message) {
   const approving = awaitsApproval(message);
   const asking = awaitsAnswer(message);
   const askingUser = approving || asking;
-  const background =
-    !streamingHere &&
-    (message.status === 'queued' ||
-      message.status === 'streaming' ||
-      ((message.status === 'awaiting_approval' || message.status === 'awaiting_input') &&
-        !askingUser));
+  // A reply at work: live, not paused, and not waiting on this page's user.
+  const working = (shown) =>
+    LIVE_REPLY_STATUSES.includes(shown) && shown !== 'paused' && !askingUser;
+  const background = !streamingHere && working(message.status);
   node.dataset.role = message.role;
   node.dataset.status = status;
   node.dataset.phase = streamingHere ? 'quick' : background ? 'background' : message.status;
   node.className = `message message-${message.role} status-${status}`;
   const bubble = node.querySelector('.bubble');
   // Screen readers wait for the finished text instead of reading every token.
-  const busy = ACTIVE.has(status) && !askingUser && status !== 'paused';
-  bubble.setAttribute('aria-busy', String(busy));
+  bubble.setAttribute('aria-busy', String(working(status)));
 
   const text = shownText(message);
   const textNode = $('message-text', node);

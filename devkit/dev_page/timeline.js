@@ -3,7 +3,7 @@
 
 import { state } from './conversation.js';
 import { $ } from './page.js';
-import { ENDED } from './statuses.js';
+import { ENDED_REPLY_STATUSES } from './statuses.js';
 
 // While spans of the turn still run, the open timeline asks again, for a minute at most.
 const TIMELINE_POLL_MS = 500;
@@ -60,7 +60,7 @@ export function renderTimeline(node, message) {
   if (usage.textContent !== text) usage.textContent = text;
   // A reply that ended while its timeline was open: its last steps are in the trace now.
   const entry = state.timelines.get(message.id);
-  if (entry && entry.open && !entry.ended && ENDED.has(message.status)) {
+  if (entry && entry.open && !entry.ended && ENDED_REPLY_STATUSES.includes(message.status)) {
     clearTimeout(entry.timer);
     entry.polls = 0;
     loadTimeline(node, entry);
@@ -71,7 +71,7 @@ async function loadTimeline(node, entry) {
   const id = node.dataset.messageId;
   const request = ++entry.request;
   const message = state.messages.get(id);
-  entry.ended = Boolean(message && ENDED.has(message.status));
+  entry.ended = Boolean(message && ENDED_REPLY_STATUSES.includes(message.status));
   const panel = $('timeline-panel', node);
   if (!panel.dataset.state) {
     panel.dataset.state = 'loading';
