@@ -24,7 +24,7 @@ from agent.usage import TurnUsage
 from infra.db import Conn, Pool
 from infra.events import EventSender, send_cancel, send_handoff
 from infra.store import jobs, messages, outbox, pauses, steers, usage
-from infra.store.access import act_as_service, user_transaction
+from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.draft_rows import delete_draft
 from infra.store.ids import ChatId, MessageId
@@ -175,7 +175,7 @@ async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJ
     return canceled
 
 
-async def cancel(pool: Pool, then: Next, claims: dict[str, Any]) -> CanceledJob | None:
+async def cancel(pool: Pool, then: Next, claims: Claims) -> CanceledJob | None:
     """The user's cancel of the chat's running job; None when there is none (idle). Once it
     commits, the job's run is told to stop and the next turn goes.
 

@@ -24,6 +24,7 @@ from infra.db import Pool
 from infra.events import EventSender, send_cancel
 from infra.runtime import Services
 from infra.settings import Settings
+from infra.store.access import Claims
 from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import TurnLimits
@@ -95,7 +96,7 @@ def turn_limits(settings: Settings) -> TurnLimits:
 
 
 async def stream_turn(
-    turn: Turn, strategy: Strategy, claims: dict[str, Any], host: TurnHost, *, started: float
+    turn: Turn, strategy: Strategy, claims: Claims, host: TurnHost, *, started: float
 ) -> TurnStream:
     """Start `turn` (its message stored, the chat's slot taken by `strategy`) and stream it.
     `started`: when its request began (perf_counter)."""
@@ -136,7 +137,7 @@ async def stream_turn(
 
 
 async def _start(
-    pool: Pool, turn: Turn, strategy: Strategy, claims: dict[str, Any], host: TurnHost, span: Span
+    pool: Pool, turn: Turn, strategy: Strategy, claims: Claims, host: TurnHost, span: Span
 ) -> tuple[asyncio.Task[Run], Slot]:
     """Take the chat's slot with the user's message, while the thread's history loads."""
     settings = host.services.settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from infra.db import Conn, Pool
-from infra.store.access import user_transaction
+from infra.store.access import Claims, user_transaction
 from infra.store.ids import ChatId, MessageId
 from infra.store.prompts import PromptKind
 
@@ -70,7 +70,7 @@ async def settle(conn: Conn, message_id: MessageId, call_id: str, outcome: Decis
 
 async def record_decision(
     pool: Pool,
-    claims: dict[str, Any],
+    claims: Claims,
     *,
     chat_id: ChatId,
     call_id: str,

@@ -28,7 +28,7 @@ from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn, Pool
-from infra.store.access import user_transaction
+from infra.store.access import Claims, user_transaction
 from infra.store.chats import require_chat
 from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId
@@ -200,7 +200,7 @@ async def mark_reply(conn: Conn, message_id: MessageId, marks: MessageMetadata) 
 
 
 async def list_branches(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str
+    pool: Pool, claims: Claims, *, chat_id: ChatId, assistant_id: str
 ) -> list[dict[str, Any]]:
     """The thread's branches, oldest first, each with its latest message."""
     async with user_transaction(pool, claims) as conn:
@@ -211,7 +211,7 @@ async def list_branches(
 
 
 async def activate(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str, branch: str
+    pool: Pool, claims: Claims, *, chat_id: ChatId, assistant_id: str, branch: str
 ) -> None:
     """Make `branch` the active one, under the user's RLS. JobAlreadyActive while a turn of the
     chat has not ended (it holds the slot, paused too, or waits for it): its messages land on

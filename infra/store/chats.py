@@ -8,7 +8,7 @@ from typing import Any
 from psycopg import errors
 
 from infra.db import Conn, Pool
-from infra.store.access import act_as_service, user_transaction
+from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.ids import ChatId, UserId
 
 CHAT_VISIBLE_SQL = "select id from public.chat where id = %s"
@@ -45,14 +45,14 @@ async def require_chat(conn: Conn, chat_id: ChatId) -> None:
         raise ChatNotFound(chat_id)
 
 
-async def list_chats(pool: Pool, claims: dict[str, Any], *, limit: int) -> list[dict[str, Any]]:
+async def list_chats(pool: Pool, claims: Claims, *, limit: int) -> list[dict[str, Any]]:
     """The user's chats, newest first; RLS keeps everyone else's out."""
     async with user_transaction(pool, claims) as conn:
         return await (await conn.execute(LIST_CHATS_SQL, (limit,))).fetchall()
 
 
 async def create_chat(
-    conn: Conn, claims: dict[str, Any], *, title: str, chat_id: ChatId | None = None
+    conn: Conn, claims: Claims, *, title: str, chat_id: ChatId | None = None
 ) -> dict[str, Any] | None:
     """A chat of the claims' user, in `conn`'s transaction, as the service (the caller counted
     it: infra/store/limits.admit); its row, or None when `chat_id` names a chat that exists

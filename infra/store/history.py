@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from infra.db import Pool
-from infra.store.access import user_transaction
+from infra.store.access import Claims, user_transaction
 from infra.store.branches import PATH_SQL, active_branch, require_branch
 from infra.store.chats import require_chat
 from infra.store.draft_rows import with_latest_draft
@@ -35,7 +35,7 @@ BRANCH_HISTORY_SQL = (
 
 async def history(
     pool: Pool,
-    claims: dict[str, Any],
+    claims: Claims,
     *,
     chat_id: ChatId,
     assistant_id: str,

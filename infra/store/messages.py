@@ -8,7 +8,7 @@ from psycopg.types.json import Jsonb
 
 from agent.snapshot import failed_text
 from infra.db import Conn, Pool
-from infra.store.access import user_transaction
+from infra.store.access import Claims, user_transaction
 from infra.store.approvals import PendingApproval
 from infra.store.draft_rows import with_latest_draft
 from infra.store.ids import ChatId, MessageId
@@ -221,7 +221,7 @@ async def interrupt(conn: Conn, message_ids: list[MessageId], note: str) -> list
     return [MessageId(r["id"]) for r in rows]
 
 
-async def visible(pool: Pool, claims: dict[str, Any], message_id: MessageId) -> bool:
+async def visible(pool: Pool, claims: Claims, message_id: MessageId) -> bool:
     """Whether the user may see the message, under RLS: another user's is as good as none."""
     async with user_transaction(pool, claims) as conn:
         return await (await conn.execute(VISIBLE_SQL, (message_id,))).fetchone() is not None

@@ -9,10 +9,10 @@ event wakes the function (infra/store/prompts.py); a question nobody answered in
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from infra.db import Conn, Pool
-from infra.store.access import user_transaction
+from infra.store.access import Claims, user_transaction
 from infra.store.chats import require_chat
 from infra.store.ids import ChatId, MessageId
 from infra.store.prompts import PromptKind
@@ -67,7 +67,7 @@ async def settle(conn: Conn, message_id: MessageId, question_id: str) -> Answer:
 
 
 async def record_answer(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, question_id: str, answer: str
+    pool: Pool, claims: Claims, *, chat_id: ChatId, question_id: str, answer: str
 ) -> MessageId:
     """The owner's answer to a waiting question; returns the message that waits.
 

@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from infra.db import Pool
 from infra.store import history as history_store
+from infra.store.access import Claims
 from infra.store.branches import BranchNotFound
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId
@@ -88,7 +89,7 @@ class Thread:
 
     async def rows(self, pool: Pool, **options: Any) -> tuple[str, list[dict[str, Any]]]:
         """The history as this user reads it: the branch shown, and the rows."""
-        claims = {"sub": str(self.user_id), "role": "authenticated"}
+        claims: Claims = {"sub": str(self.user_id), "role": "authenticated"}
         return await history_store.history(
             pool, claims, chat_id=ChatId(self.chat_id), assistant_id="default", **options
         )
