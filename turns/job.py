@@ -30,7 +30,7 @@ from infra.store import jobs, messages, pauses
 from turns import endings
 from turns.engine import IncompatibleCheckpoint, check_schema, durable_state, spent
 from turns.failures import JobFailed
-from turns.plan import Plan, asking_tools, plan_from
+from turns.plan import Plan, PlanJson, asking_tools, plan_from
 from turns.prompts import Prompts
 from turns.rounds import Rounds
 from turns.scope import JobScope
@@ -40,7 +40,10 @@ from turns.turn import Turn
 logger = logging.getLogger(__name__)
 
 
-class Claim(Plan):
+class Claim(PlanJson):
+    """The claim step's output: whether this run took the job, the job's first plan, and the
+    job's stored turn."""
+
     claimed: bool
     payload: dict[str, Any]  # the job's stored turn, which outranks the event's data
 
@@ -75,7 +78,7 @@ class BackgroundJob(JobScope):
         async with pool.connection() as conn, conn.transaction():
             job = await jobs.claim(conn, self.job_key, self.run_id, lease_s=settings.job_lease_s)
             if job is None:
-                return {"claimed": False, "done": True, "pending": [], "payload": {}}
+                return {"claimed": False, **Plan.finished().to_json(), "payload": {}}
             await messages.mark_streaming(conn, job.reply_id)
         turn = Turn.model_validate(job.payload)
         if job.attempt == 1 and turn.handed_off_at is not None:
@@ -94,13 +97,13 @@ class BackgroundJob(JobScope):
                 error="incompatible_version",
             )
             raise JobFailed(str(exc)) from exc
-        plan: Plan = {"done": False, "pending": [], "opening": True}
+        plan = Plan.first_round()
         if turn.kind == "handoff":
             plan = plan_from(state, settings.max_parallel_tool_calls, asking_tools(self.tools))
             async with pool.connection() as conn:
-                if not plan["done"] and await pauses.pause_requested(conn, self.job_key):
-                    plan["pause"] = True
-        return {"claimed": True, "payload": job.payload, **plan}
+                if not plan.done and await pauses.pause_requested(conn, self.job_key):
+                    plan = plan.paused()
+        return {"claimed": True, "payload": job.payload, **plan.to_json()}
 
     async def pause(self) -> bool | None:
         """Job and reply `paused`, as the user asked. True: wait for the resume. False: no
