@@ -53,7 +53,7 @@ class Outcome:
 
     content: str
     checkpoint_id: str | None
-    usage: dict[str, Any]
+    usage: TurnUsage
     tool_calls: int
     spent: Spent  # what the reply's turn used, for public.reply_usage
 
@@ -107,7 +107,7 @@ async def keep_shown(
     """A quick path that lost its slot (the cancel ended job and reply): the reply keeps all
     that its stream showed, and what the model used was spent all the same."""
     async with pool.connection() as conn, conn.transaction():
-        await messages.keep_shown(conn, turn.reply_id, shown, usage=dict(used))
+        await messages.keep_shown(conn, turn.reply_id, shown, usage=used)
         await record_usage(conn, turn, used, snapshot)
 
 

@@ -145,7 +145,7 @@ class BackgroundJob(JobScope):
         outcome = endings.Outcome(
             content=snapshot.text,
             checkpoint_id=state.config["configurable"].get("checkpoint_id"),
-            usage=dict(used),
+            usage=used,
             tool_calls=len(snapshot.progress),
             spent=spent(self.turn, used, snapshot),
         )

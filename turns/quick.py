@@ -210,7 +210,7 @@ async def _store(
         raise _SlotLost
     marks = await store_run(conn, run, turn, opened=True)
     used = turn_usage(state_values(state))
-    metadata: MessageMetadata = {**marks, "snapshot": snapshot.to_metadata(), "usage": dict(used)}
+    metadata: MessageMetadata = {**marks, "snapshot": snapshot.to_metadata(), "usage": used}
     payload = turn.paused_at(marks.get("checkpointId")).to_data() if handing_off else None
     if not await endings.settle_quick(
         conn, turn, snapshot=snapshot, metadata=metadata, used=used, payload=payload

@@ -161,9 +161,7 @@ class Rounds:
             await messages.record_snapshot(conn, self.turn.reply_id, snapshot.to_metadata())
             return
         used = turn_usage(values)
-        await messages.record_snapshot(
-            conn, self.turn.reply_id, snapshot.to_metadata(), usage=dict(used)
-        )
+        await messages.record_snapshot(conn, self.turn.reply_id, snapshot.to_metadata(), usage=used)
         await endings.record_usage(conn, self.turn, used, snapshot)
 
     async def _stream(

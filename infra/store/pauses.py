@@ -23,6 +23,7 @@ from infra.db import Conn, Pool
 from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.ids import ChatId, MessageId
+from infra.store.job_metadata import JobMetadata
 from infra.store.statuses import RUNNING_STATUSES, WRITING_REPLY_STATUSES, with_statuses
 
 REQUEST_SQL = with_statuses(
@@ -129,7 +130,7 @@ async def resume(
 ) -> MessageId:
     """The chat's paused job runs again, with `instruction` for the rest of its turn; its
     reply's id. ChatNotFound unless the chat is the caller's; NotPaused when none is paused."""
-    extra = {"instruction": instruction} if instruction else {}
+    extra: JobMetadata = {"instruction": instruction} if instruction else {}
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)
         await act_as_service(conn)
