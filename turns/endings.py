@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from agent.snapshot import STOPPED_TEXT, AgentSnapshot
 from agent.usage import TurnUsage
 from infra.db import Conn, Pool
-from infra.events import EventSender, send_cancel, send_handoff
+from infra.events import EventSender, TurnPayload, send_cancel, send_handoff
 from infra.store import jobs, messages, outbox, pauses, steers, usage
 from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
@@ -70,7 +69,7 @@ async def settle_quick(
     snapshot: AgentSnapshot,
     metadata: MessageMetadata,
     used: TurnUsage,
-    payload: dict[str, Any] | None,
+    payload: TurnPayload | None,
 ) -> bool:
     """The quick path's end, after `jobs.hold` locked its job in `conn`'s transaction: the reply
     `queued` and the job handed off with `payload`, or, without one, both `completed` and the

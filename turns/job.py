@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Literal, Never
 
 from pydantic import ValidationError
 
@@ -23,7 +23,7 @@ from agent.graph import state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
 from agent.usage import turn_usage
 from infra import telemetry
-from infra.events import EventSender
+from infra.events import EventSender, TurnPayload
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.store import jobs, messages, pauses
@@ -40,12 +40,21 @@ from turns.turn import Turn
 logger = logging.getLogger(__name__)
 
 
-class Claim(PlanJson):
-    """The claim step's output: whether this run took the job, the job's first plan, and the
-    job's stored turn."""
+class Claimed(PlanJson):
+    """The claim step's output when this run took the job: its first plan, and its turn."""
 
-    claimed: bool
-    payload: dict[str, Any]  # the job's stored turn, which outranks the event's data
+    claimed: Literal[True]
+    payload: TurnPayload  # the job's stored turn, which outranks the event's data
+
+
+class Unclaimed(PlanJson):
+    """The claim step's output when the job is not this run's (taken, or ended)."""
+
+    claimed: Literal[False]
+    payload: dict[str, Never]  # always {}: runs in flight memoized the key
+
+
+Claim = Claimed | Unclaimed
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,7 @@ class BackgroundJob(JobScope):
     def prompts(self) -> Prompts:
         return Prompts(self.services, self.tools, self.job_key, self.run_id, self.turn)
 
-    def claimed(self, claim: Claim) -> BackgroundJob:
+    def claimed(self, claim: Claimed) -> BackgroundJob:
         """The job as the claim found it in the database."""
         return replace(self, turn=Turn.model_validate(claim["payload"]))
 
@@ -164,7 +173,7 @@ class BackgroundJob(JobScope):
         return endings.Next(events, self.turn.chat_id, self.turn.assistant_id)
 
 
-async def fail_job(services: Services, events: EventSender, job_key: str, data: Any) -> None:
+async def fail_job(services: Services, events: EventSender, job_key: str, data: object) -> None:
     """After the last retry: the reply says so in plain words, and the chat's slot is free."""
     try:
         turn: Turn | None = Turn.model_validate(data)

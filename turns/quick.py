@@ -29,7 +29,7 @@ from agent.snapshot import (
 from agent.usage import turn_usage
 from infra import telemetry
 from infra.db import Conn, Pool, PoolClosed
-from infra.events import EventSender, send_handoff
+from infra.events import EventSender, TurnPayload, send_handoff
 from infra.runtime import Services
 from infra.store import jobs, outbox
 from infra.store.drafts import DraftWriter
@@ -165,7 +165,7 @@ async def _stream_and_store(
         used = turn_usage(state_values(state))
         await endings.keep_shown(pool, turn, draft.text, used=used, snapshot=snapshot)
         raise Interrupted from None
-    if not handing_off:
+    if payload is None:
         done = {"assistantMessageId": str(turn.reply_id), "status": "completed"}
         await emit("done", {**done, "content": snapshot.text})
         return False
@@ -200,7 +200,7 @@ async def _stream(
 
 async def _store(
     conn: Conn, turn: Turn, run: Run, state: StateSnapshot, snapshot: AgentSnapshot
-) -> dict[str, Any]:
+) -> TurnPayload | None:
     """The turn's checkpoints, reply and job transition in `conn`'s transaction; the job's
     payload when it hands off. _SlotLost when the turn no longer holds its chat's slot."""
     handing_off = TOOLS_NODE in state.next
@@ -216,7 +216,7 @@ async def _store(
         conn, turn, snapshot=snapshot, metadata=metadata, used=used, payload=payload
     ):
         raise _SlotLost
-    return payload if payload is not None else {}
+    return payload
 
 
 async def _record_failure(
