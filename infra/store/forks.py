@@ -7,8 +7,8 @@ turn then makes is infra/store/branches.py's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
 from agent.threads import thread_key
@@ -107,7 +107,7 @@ async def regenerate_target(
 
 
 async def _fork_base(
-    conn: Conn, chat_id: ChatId, assistant_id: str, metadata: dict[str, Any]
+    conn: Conn, chat_id: ChatId, assistant_id: str, metadata: Mapping[str, object]
 ) -> str | None:
     """The checkpoint a user message says its turn began from, once the thread is known to
     have it (None: the thread's first turn). The user may have written that metadata
