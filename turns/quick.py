@@ -83,7 +83,7 @@ async def _run_turn(
     # Another tab, a reload and Realtime subscribers see the text as it streams; it holds all
     # that this stream showed, which a failure keeps.
     draft = DraftWriter.for_reply(
-        pool, services.settings, message_id=turn.reply_id, chat_id=turn.chat_id, best_effort=True
+        pool, services.settings, reply_id=turn.reply_id, chat_id=turn.chat_id, best_effort=True
     )
     try:
         if await _stream_and_store(

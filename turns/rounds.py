@@ -203,7 +203,7 @@ class Rounds:
         writer = DraftWriter.for_reply(
             await self.services.pool(),
             settings,
-            message_id=self.turn.reply_id,
+            reply_id=self.turn.reply_id,
             chat_id=self.turn.chat_id,
             # The draft is the whole message: earlier text, then this round's paragraph.
             text=prefix,

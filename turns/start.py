@@ -154,7 +154,7 @@ async def _insert_reply(conn: Conn, turn: Turn, status: ReplyStatus) -> None:
     assert turn.user_message_id is not None
     await messages.insert_reply(
         conn,
-        message_id=turn.reply_id,
+        reply_id=turn.reply_id,
         chat_id=turn.chat_id,
         assistant_id=turn.assistant_id,
         content="",

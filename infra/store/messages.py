@@ -128,7 +128,7 @@ VISIBLE_SQL = "select 1 from public.message where id = %s"
 async def insert_reply(
     conn: Conn,
     *,
-    message_id: MessageId,
+    reply_id: MessageId,
     chat_id: ChatId,
     assistant_id: str,
     content: str,
@@ -138,7 +138,7 @@ async def insert_reply(
     handoff_event_id: str | None = None,
 ) -> None:
     params = (
-        message_id,
+        reply_id,
         chat_id,
         assistant_id,
         content,
