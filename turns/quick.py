@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
 
 from langgraph.types import StateSnapshot
 from opentelemetry import trace
@@ -40,7 +39,7 @@ from turns.turn import Turn
 
 logger = logging.getLogger(__name__)
 
-Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+Emit = Callable[[str, Mapping[str, object]], Awaitable[None]]
 
 
 class Interrupted(RuntimeError):

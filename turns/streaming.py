@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,8 @@ from turns.quick import Emit, run_turn
 from turns.start import Slot, Strategy, start_turn
 from turns.turn import Turn
 
-Event = tuple[str, dict[str, Any]]
+# A stream event: its name, and its data, a JSON object (docs/api.md lists each).
+Event = tuple[str, Mapping[str, object]]
 # The turns running detached from their responses.
 TurnTasks = set[asyncio.Task[Any]]
 
@@ -193,7 +194,7 @@ def _relay(tasks: TurnTasks, turn: Callable[[Emit], Coroutine[Any, Any, None]]) 
     even if the client disconnects."""
     queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
-    async def emit(event: str, data: dict[str, Any]) -> None:
+    async def emit(event: str, data: Mapping[str, object]) -> None:
         queue.put_nowait((event, data))
 
     task = asyncio.create_task(turn(emit))
