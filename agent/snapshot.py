@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from langchain_core.messages import AIMessage
 
@@ -40,6 +40,29 @@ INCOMPATIBLE_VERSION = (
 )
 
 
+class ProgressEntry(TypedDict):
+    """A tool call as subscribers see it, in `metadata.snapshot.progress`."""
+
+    id: str
+    name: str
+    status: str
+    note: NotRequired[str]
+
+
+class SnapshotMetadata(TypedDict):
+    """What a message's `metadata.snapshot` holds: the agent's status and its tools' progress."""
+
+    status: AgentStatus
+    progress: list[ProgressEntry]
+    cutShort: NotRequired[CutShort]
+
+
+class SnapshotJson(SnapshotMetadata):
+    """The snapshot with its text, as the stream's `snapshot` events carry it."""
+
+    text: str
+
+
 @dataclass(frozen=True)
 class ToolProgress:
     id: str
@@ -48,8 +71,8 @@ class ToolProgress:
     # Said about the call's result, e.g. that its output was cut short.
     note: str | None = None
 
-    def to_json(self) -> dict[str, str]:
-        shown = {"id": self.id, "name": self.name, "status": self.status}
+    def to_json(self) -> ProgressEntry:
+        shown = ProgressEntry(id=self.id, name=self.name, status=self.status)
         if self.note:
             shown["note"] = self.note
         return shown
@@ -64,19 +87,15 @@ class AgentSnapshot:
     progress: tuple[ToolProgress, ...] = field(default_factory=tuple)
     cut_short: CutShort | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        shown: dict[str, Any] = {
-            "text": self.text,
-            "status": self.status,
-            "progress": [p.to_json() for p in self.progress],
-        }
+    def to_json(self) -> SnapshotJson:
+        return {"text": self.text, **self.to_metadata()}
+
+    def to_metadata(self) -> SnapshotMetadata:
+        """What a message's `metadata.snapshot` holds: the text is its content or draft."""
+        shown = SnapshotMetadata(status=self.status, progress=[p.to_json() for p in self.progress])
         if self.cut_short is not None:
             shown["cutShort"] = self.cut_short
         return shown
-
-    def to_metadata(self) -> dict[str, Any]:
-        """What a message's `metadata.snapshot` holds: the text is its content or draft."""
-        return {key: value for key, value in self.to_json().items() if key != "text"}
 
 
 def turn_text(state: AgentState) -> str:

@@ -121,7 +121,7 @@ async def new_reply(url: str, pool: Pool) -> tuple[uuid.UUID, ChatId, MessageId]
     chat_id, message_id = ChatId(chat_uuid), MessageId(uuid.uuid4())
     async with pool.connection() as conn:
         await messages.insert_reply(
-            conn, message_id=message_id, chat_id=chat_id, assistant_id="default", content="",
+            conn, reply_id=message_id, chat_id=chat_id, assistant_id="default", content="",
             status="queued", parent_id=message_id, metadata={},
         )  # fmt: skip
     return user_id, chat_id, message_id
@@ -195,7 +195,7 @@ async def stream_message(
         assert hub is not None
         session = session_of(hub, before)
         sent_before, wal_before = session.bytes_sent, await lsn(url)
-        writer = DraftWriter(pool, message_id=message_id, chat_id=chat_id, transport=transport)
+        writer = DraftWriter(pool, reply_id=message_id, chat_id=chat_id, transport=transport)
         async with decoding(url) as changes:
             emitted, final = await stream_round(pool, writer, rate, max(3, int(rate * seconds)))
 
@@ -257,7 +257,7 @@ async def fan_out(url: str, transport: DraftTransport, o: Options) -> list[FanOu
         user_id, chat_id, message_id = await new_reply(url, pool)
         token = token_for(user_id, exp=int(time.time()) + 3600)
         writer = DraftWriter(
-            pool, message_id=message_id, chat_id=chat_id, text=FAN_OUT_DRAFT, interval=0,
+            pool, reply_id=message_id, chat_id=chat_id, text=FAN_OUT_DRAFT, interval=0,
             transport=transport,
         )  # fmt: skip
         async with running_stack(url, draft_transport=transport) as stack:

@@ -170,11 +170,11 @@ async def _one(database_url: str, pool: Pool, kind: str, rate: int, seconds: flo
     chat_id, message_id = ChatId(chat_uuid), MessageId(uuid.uuid4())
     async with pool.connection() as conn:
         await messages.insert_reply(
-            conn, message_id=message_id, chat_id=chat_id, assistant_id="default", content="",
+            conn, reply_id=message_id, chat_id=chat_id, assistant_id="default", content="",
             status="queued", parent_id=message_id, metadata={},
         )  # fmt: skip
     writer: Writer = (
-        DraftWriter(pool, message_id=message_id, chat_id=chat_id)
+        DraftWriter(pool, reply_id=message_id, chat_id=chat_id)
         if kind == "draft"
         else NaiveWriter(pool, message_id=message_id, chat_id=chat_id)
     )

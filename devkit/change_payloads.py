@@ -16,7 +16,7 @@ from psycopg import sql
 
 from devkit.pgoutput import RowChange, Toast, json_value
 from infra.db import Pool
-from infra.store.access import user_transaction
+from infra.store.access import Claims, user_transaction
 from infra.store.ids import ChatId
 
 # The tables the chat page subscribes to, with their primary key (a uuid).
@@ -72,7 +72,7 @@ def postgres_change(change: RowChange, reread: dict[str, Any]) -> PostgresChange
 
 
 async def visible_changes(
-    pool: Pool, claims: dict[str, Any], chat_id: ChatId, changes: list[RowChange]
+    pool: Pool, claims: Claims, chat_id: ChatId, changes: list[RowChange]
 ) -> list[PostgresChange]:
     """The changes whose row the user sees under RLS, in order; one transaction as the user."""
     groups: defaultdict[tuple[str, str], list[RowChange]] = defaultdict(list)

@@ -34,6 +34,7 @@ from infra.events import HANDOFF_EVENT
 from infra.migrate import migrate
 from infra.settings import Settings
 from infra.store import chats
+from infra.store.access import Claims
 from infra.store.ids import ChatId, UserId
 from infra.telemetry import setup_telemetry
 
@@ -71,7 +72,7 @@ def dev_anon_key(secret: str) -> str:
 async def seed_demo(database_url: str) -> None:
     async with await connect(database_url) as conn, conn.transaction():
         await chats.ensure_user(conn, DEMO_USER_ID, DEMO_EMAIL)
-        claims = {"sub": str(DEMO_USER_ID), "role": "authenticated"}
+        claims: Claims = {"sub": str(DEMO_USER_ID), "role": "authenticated"}
         await chats.create_chat(conn, claims, title="Demo chat", chat_id=DEMO_CHAT_ID)
 
 

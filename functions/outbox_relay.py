@@ -14,7 +14,7 @@ from typing import Any
 
 import inngest
 
-from infra.events import HANDOFF_EVENT
+from infra.events import handoff_event
 from infra.runtime import Services
 from infra.store import outbox
 from turns.start import expire_dead_quick_turns
@@ -36,9 +36,7 @@ def create_outbox_relay(client: inngest.Inngest, services: Services) -> inngest.
         jobs = await outbox.unsent(pool, older_than_s=settings.outbox_grace_s, limit=BATCH)
         if not jobs:
             return 0
-        await client.send(
-            [inngest.Event(id=j.idempotency_key, name=HANDOFF_EVENT, data=j.payload) for j in jobs]
-        )
+        await client.send([handoff_event(j.idempotency_key, j.payload) for j in jobs])
         await outbox.mark_sent(pool, [j.idempotency_key for j in jobs])
         logger.warning("re-sent unsent handoff events", extra={"count": len(jobs)})
         return len(jobs)

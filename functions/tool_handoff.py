@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, Literal, NotRequired, ParamSpec, TypedDict, TypeVar
 
 import inngest
 from langchain_core.tools import BaseTool
@@ -47,6 +47,13 @@ RETRIES = 4
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class RunOutcome(TypedDict):
+    """The function's output: how the run ended, and the model rounds it ran."""
+
+    status: Literal["skipped", "stopped", "completed"]
+    rounds: NotRequired[int]
 
 
 def create_tool_handoff(
@@ -80,7 +87,7 @@ def create_tool_handoff(
         retries=RETRIES,
         on_failure=on_failure,
     )
-    async def tool_handoff(ctx: inngest.Context) -> dict[str, Any]:
+    async def tool_handoff(ctx: inngest.Context) -> RunOutcome:
         try:
             turn = Turn.model_validate(ctx.event.data)
         except ValidationError as exc:
@@ -102,7 +109,7 @@ def create_tool_handoff(
 
 async def run_steps(
     ctx: inngest.Context, job: BackgroundJob, events: inngest.Inngest
-) -> dict[str, Any]:
+) -> RunOutcome:
     """Claim, then run what `turns.course.next_step` says until the job ends or stops."""
     claim = await ctx.step.run("claim", _step_body(job.claim, job, "claim", ctx.attempt))
     if not claim["claimed"]:
@@ -113,11 +120,11 @@ async def run_steps(
     job = job.claimed(claim)
     run = _Run(ctx, job, events)
     limits = course.Limits.of(job.services.settings)
-    at = course.Course(plan=claim)
+    at = course.Course(plan=Plan.from_json(claim))
     kind_of = job.prompts.kind_of
     results: list[ToolResult] = []
     while True:
-        kinds = {c["id"]: kind_of(c) for c in at.plan["pending"]}
+        kinds = {c["id"]: kind_of(c) for c in at.plan.pending}
         step = course.next_step(at, kinds, limits)
         if isinstance(step, course.Stop):
             logger.info("job canceled or taken over; stopping", extra=job.log)
@@ -167,13 +174,15 @@ class _Run:
 
     async def opening(self, step: course.Opening) -> Plan:
         body = _step_body(self.job.rounds.open, self.job, "model round", self.ctx.attempt)
-        return await self.ctx.step.run(step.step_id, body, self.ctx.attempt, self.last_attempt)
+        out = await self.ctx.step.run(step.step_id, body, self.ctx.attempt, self.last_attempt)
+        return Plan.from_json(out)
 
     async def model_round(self, step_id: str, results: list[ToolResult], round_no: int) -> Plan:
         attributes: dict[str, str | int] = {"handoff.round": round_no}
         resume = self.job.rounds.resume
         body = _step_body(resume, self.job, "model round", self.ctx.attempt, attributes)
-        return await self.ctx.step.run(step_id, body, results, self.ctx.attempt, self.last_attempt)
+        out = await self.ctx.step.run(step_id, body, results, self.ctx.attempt, self.last_attempt)
+        return Plan.from_json(out)
 
     async def answer(self, step: course.ToolRound) -> list[ToolResult] | None:
         """The round's results in the order the model made the calls (those refused last):

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import jwt
 
 from infra.settings import Settings
+from infra.store.access import Claims
 from infra.store.ids import UserId
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ class InvalidToken(Exception):
 @dataclass(frozen=True)
 class AuthUser:
     id: UserId
-    claims: dict[str, Any]
+    claims: Claims
 
 
 class Authenticator:
@@ -44,7 +45,7 @@ class Authenticator:
         try:
             header = jwt.get_unverified_header(token)
             key, algorithms = await self._key_for(token, str(header.get("alg", "")))
-            claims: dict[str, Any] = jwt.decode(
+            decoded: dict[str, Any] = jwt.decode(
                 token,
                 key,
                 algorithms=algorithms,
@@ -52,15 +53,16 @@ class Authenticator:
                 leeway=LEEWAY_SECONDS,
                 options={"require": ["exp", "sub", "aud"]},
             )
-            user_id = UUID(str(claims["sub"]))
+            user_id = UUID(str(decoded["sub"]))
         except (jwt.PyJWTError, ValueError, KeyError) as exc:
             logger.info("rejected token", extra={"reason": type(exc).__name__})
             raise InvalidToken from exc
         # Postgres reads `sub` itself (auth.uid()): only the canonical form it can cast is a
         # user, not the other spellings Python's UUID accepts (urn:uuid:…, braces, no dashes).
-        if claims.get("role") != "authenticated" or str(user_id) != claims["sub"]:
+        if decoded.get("role") != "authenticated" or str(user_id) != decoded["sub"]:
             raise InvalidToken
-        return AuthUser(id=UserId(user_id), claims=claims)
+        # Checked above: `sub` and `role` are the strings Claims names; the rest go on as they are.
+        return AuthUser(id=UserId(user_id), claims=cast(Claims, decoded))
 
     async def _key_for(self, token: str, alg: str) -> tuple[Any, list[str]]:
         if alg == "HS256" and self._secret:

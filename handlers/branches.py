@@ -137,19 +137,19 @@ async def list_branches(
     )
     listed = [
         Branch(
-            id=row["id"],
-            forked_from=row["forked_from"],
-            created_at=row["created_at"],
-            active=row["active"],
+            id=row.id,
+            forked_from=row.forked_from,
+            created_at=row.created_at,
+            active=row.active,
             latest_message=(
                 LatestMessage(
-                    id=row["latest_id"],
-                    role=row["latest_role"],
-                    content=row["latest_content"],
-                    status=row["latest_status"],
-                    created_at=row["latest_created_at"],
+                    id=row.latest_id,
+                    role=row.latest_role,
+                    content=row.latest_content,
+                    status=row.latest_status,
+                    created_at=row.latest_created_at,
                 )
-                if row["latest_id"] is not None
+                if row.latest_id is not None
                 else None
             ),
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 from uuid import UUID
 
 from fastapi import APIRouter, Query
@@ -37,10 +37,8 @@ class NewChat(BaseModel):
     title: Annotated[str, Field(max_length=200), NO_NUL] = ""
 
 
-def chat_of(row: dict[str, Any]) -> Chat:
-    return Chat(
-        id=row["id"], title=row["title"], created_at=row["created_at"], updated_at=row["updated_at"]
-    )
+def chat_of(row: chats.ChatRow) -> Chat:
+    return Chat(id=row.id, title=row.title, created_at=row.created_at, updated_at=row.updated_at)
 
 
 @router.get(

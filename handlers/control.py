@@ -14,7 +14,15 @@ from agent.threads import DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, EventsDep, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId, CallIdPath
-from infra.events import ANSWER_EVENT, APPROVAL_EVENT, RESUME_EVENT, send_control
+from infra.events import (
+    ANSWER_EVENT,
+    APPROVAL_EVENT,
+    RESUME_EVENT,
+    AnswerData,
+    ApprovalData,
+    ResumeData,
+    send_control,
+)
 from infra.store import pauses
 from infra.store.approvals import record_decision
 from infra.store.ids import ChatId
@@ -105,7 +113,7 @@ async def approve(
         note=body.note,
     )
     # The decision is recorded: should the event be lost, the run reads it when its wait ends.
-    data = {"chatId": str(chat_id), "messageId": str(reply_id), "toolCallId": tool_call_id}
+    data = ApprovalData(chatId=str(chat_id), messageId=str(reply_id), toolCallId=tool_call_id)
     await send_control(events, APPROVAL_EVENT, data)
     return ApprovalResponse(tool_call_id=tool_call_id, approved=body.approved)
 
@@ -153,7 +161,7 @@ async def answer_question(
         answer=body.answer,
     )
     # The answer is recorded: should the event be lost, the run reads it when its wait ends.
-    data = {"chatId": str(chat_id), "messageId": str(reply_id), "questionId": question_id}
+    data = AnswerData(chatId=str(chat_id), messageId=str(reply_id), questionId=question_id)
     await send_control(events, ANSWER_EVENT, data)
     return AnswerResponse(question_id=question_id, answered=True)
 
@@ -234,6 +242,6 @@ async def resume(
     )
     # The job is resumed in the database: should the event be lost, the run finds so when its
     # wait ends.
-    data = {"chatId": str(chat_id), "messageId": str(reply_id)}
+    data = ResumeData(chatId=str(chat_id), messageId=str(reply_id))
     await send_control(events, RESUME_EVENT, data)
     return ResumeResponse(resumed=True, reply_id=reply_id)

@@ -61,15 +61,15 @@ class History(BaseModel):
     branch_id: str
 
 
-def history_message(row: dict[str, Any]) -> HistoryMessage:
-    metadata = row["metadata"]
+def history_message(row: history_store.HistoryRow) -> HistoryMessage:
+    metadata = row.metadata
     return HistoryMessage(
-        id=row["id"],
-        role=row["role"],
-        content=row["content"],
-        status=row["status"],
-        created_at=row["created_at"],
-        parent_message_id=row["parent_message_id"],
+        id=row.id,
+        role=row.role,
+        content=row.content,
+        status=row.status,
+        created_at=row.created_at,
+        parent_message_id=row.parent_message_id,
         checkpoint_id=metadata.get("checkpointId"),
         branch_id=metadata.get("branchId", branches.MAIN_BRANCH),
         stale=bool(metadata.get("stale", False)),
@@ -79,8 +79,8 @@ def history_message(row: dict[str, Any]) -> HistoryMessage:
         progress=metadata.get("snapshot", {}).get("progress", []),
         usage=metadata.get("usage"),
         draft=(
-            Draft(content=row["draft_content"], seq=row["draft_seq"])
-            if row["draft_content"] is not None
+            Draft(content=row.draft_content, seq=row.draft_seq)
+            if row.draft_content is not None and row.draft_seq is not None
             else None
         ),
     )

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
 
 from fastapi.responses import StreamingResponse
 from sse_starlette import ServerSentEvent
@@ -15,14 +14,16 @@ from starlette.types import Receive, Scope, Send
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def sse(event: str, data: dict[str, Any]) -> bytes:
+def sse(event: str, data: Mapping[str, object]) -> bytes:
     """One event, framed by sse-starlette, its data compact JSON on one line."""
     payload = json.dumps(data, separators=(",", ":"))
     return ServerSentEvent(data=payload, event=event, sep="\n").encode()
 
 
 def event_stream(
-    events: AsyncIterator[tuple[str, dict[str, Any]]], *, turn: asyncio.Task[None] | None = None
+    events: AsyncIterator[tuple[str, Mapping[str, object]]],
+    *,
+    turn: asyncio.Task[None] | None = None,
 ) -> StreamingResponse:
     """`events` as a response; while `turn` runs, the request lasts until it ends."""
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import AsyncConnection
-from psycopg.rows import DictRow, dict_row
+from psycopg.abc import Params, QueryNoTemplate
+from psycopg.rows import DictRow, class_row, dict_row
 from psycopg_pool import AsyncConnectionPool
 
 # What a caller waiting for a connection gets once the pool is closed (the process is stopping).
@@ -15,6 +16,7 @@ from psycopg_pool import PoolClosed as PoolClosed
 
 Conn = AsyncConnection[DictRow]
 Pool = AsyncConnectionPool[Conn]
+Row = TypeVar("Row")
 
 # Transaction poolers (Supavisor, PgBouncer) hand each transaction to any backend, so a statement
 # prepared on one backend is missing on the next: never prepare. LangGraph's saver expects
@@ -53,6 +55,22 @@ def create_pool(database_url: str, *, max_size: int = 10) -> Pool:
         open=False,
     )
     return pool
+
+
+async def fetch_rows(
+    conn: Conn, shape: type[Row], query: QueryNoTemplate, params: Params | None = None
+) -> list[Row]:
+    """The rows of `query`, each read into `shape`, a class whose fields are its columns."""
+    async with conn.cursor(row_factory=class_row(shape)) as cursor:
+        return await (await cursor.execute(query, params)).fetchall()
+
+
+async def fetch_row(
+    conn: Conn, shape: type[Row], query: QueryNoTemplate, params: Params | None = None
+) -> Row | None:
+    """The first row of `query` read into `shape`, or None."""
+    async with conn.cursor(row_factory=class_row(shape)) as cursor:
+        return await (await cursor.execute(query, params)).fetchone()
 
 
 async def connect(database_url: str) -> Conn:

@@ -6,7 +6,8 @@ The `chat/tool_handoff` event's data is a turn's (turns/turn.py).
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from collections.abc import Mapping
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast
 from uuid import UUID
 
 import inngest
@@ -17,26 +18,74 @@ from infra.settings import Settings
 logger = logging.getLogger(__name__)
 
 HANDOFF_EVENT = "chat/tool_handoff"
-# data: {chatId, assistantId, messageId}: the run whose job has that root message stops.
+# data: CancelData: the run whose job has that root message stops.
 CANCEL_EVENT = "chat/cancel"
-# data: {chatId, messageId, toolCallId}: wakes the run waiting on that call; the decision itself
-# is read from the message (infra/store/approvals.py).
+# data: ApprovalData: wakes the run waiting on that call; the decision itself is read from the
+# message (infra/store/approvals.py).
 APPROVAL_EVENT = "chat/tool_approval"
-# data: {chatId, messageId, questionId}: wakes the run waiting on that question; the answer is
-# read from the message (infra/store/questions.py).
+# data: AnswerData: wakes the run waiting on that question; the answer is read from the message
+# (infra/store/questions.py).
 ANSWER_EVENT = "chat/user_answer"
-# data: {chatId, messageId}: wakes the paused run of the job whose reply that is; the job row says
-# whether it was resumed and with which instruction (infra/store/pauses.py).
+# data: ResumeData: wakes the paused run of the job whose reply that is; the job row says whether
+# it was resumed and with which instruction (infra/store/pauses.py).
 RESUME_EVENT = "chat/resume"
+
+
+class TurnPayload(TypedDict):
+    """The `chat/tool_handoff` event's data and its job's stored payload: a turn as
+    turns/turn.py writes it. Those written by earlier builds may lack the keys not required."""
+
+    chatId: str
+    userId: str
+    assistantId: str
+    threadId: str
+    rootMessageId: str  # the reply
+    checkpointId: NotRequired[str]
+    modelConfig: dict[str, Any]  # the model spec (agent/model.py)
+    kind: NotRequired[Literal["handoff", "turn"]]
+    userMessageId: NotRequired[str | None]
+    content: NotRequired[str | None]
+    trace: NotRequired[dict[str, str]]
+    handedOffAt: NotRequired[float | None]
+
+
+class CancelData(TypedDict):
+    chatId: str
+    assistantId: str
+    messageId: str  # the reply of the job whose run stops
+
+
+class ApprovalData(TypedDict):
+    chatId: str
+    messageId: str  # the reply that waits
+    toolCallId: str
+
+
+class AnswerData(TypedDict):
+    chatId: str
+    messageId: str  # the reply that waits
+    questionId: str
+
+
+class ResumeData(TypedDict):
+    chatId: str
+    messageId: str  # the paused job's reply
+
+
+ControlData = CancelData | ApprovalData | AnswerData | ResumeData
 
 
 class EventSender(Protocol):
     async def send(self, events: inngest.Event | list[inngest.Event]) -> list[str]: ...
 
 
-async def send_handoff(sender: EventSender, event_id: str, data: dict[str, Any]) -> None:
+def handoff_event(event_id: str, data: TurnPayload) -> inngest.Event:
     """`id` = the job's idempotency key: Inngest drops a re-send of the same id."""
-    await sender.send(inngest.Event(id=event_id, name=HANDOFF_EVENT, data=data))
+    return inngest.Event(id=event_id, name=HANDOFF_EVENT, data=_json(data))
+
+
+async def send_handoff(sender: EventSender, event_id: str, data: TurnPayload) -> None:
+    await sender.send(handoff_event(event_id, data))
 
 
 async def send_cancel(
@@ -44,11 +93,11 @@ async def send_cancel(
 ) -> None:
     """Stop the run of the job whose reply is `reply_id`. The job already ended in the
     database, so a failed send only means the run stops at its next write instead."""
-    data = {"chatId": str(chat_id), "assistantId": assistant_id, "messageId": str(reply_id)}
+    data = CancelData(chatId=str(chat_id), assistantId=assistant_id, messageId=str(reply_id))
     await send_control(sender, CANCEL_EVENT, data)
 
 
-async def send_control(sender: EventSender, name: str, data: dict[str, str]) -> None:
+async def send_control(sender: EventSender, name: str, data: ControlData) -> None:
     """Send an event that stops or wakes a run (`chat/cancel`, `chat/tool_approval`,
     `chat/user_answer`, `chat/resume`), after the database holds what it stands for.
 
@@ -56,9 +105,14 @@ async def send_control(sender: EventSender, name: str, data: dict[str, str]) -> 
     it without the event (at its next write, or when its wait ends: functions/wakes.py).
     """
     try:
-        await sender.send(inngest.Event(name=name, data=data))
+        await sender.send(inngest.Event(name=name, data=_json(data)))
     except Exception:
         logger.exception("%s not sent", name, extra={"chat_id": data.get("chatId")})
+
+
+def _json(data: TurnPayload | ControlData) -> Mapping[str, inngest.JSON]:
+    # Every value of these TypedDicts is JSON; mypy cannot see it through a TypedDict's values.
+    return cast(Mapping[str, inngest.JSON], data)
 
 
 def create_inngest_client(settings: Settings) -> inngest.Inngest:

@@ -117,13 +117,13 @@ def next_step(course: Course, kinds: Mapping[str, CallKind], limits: Limits) -> 
     """The step after `course`. `kinds` says how each pending call is answered (by its id;
     a call it does not name runs as a tool)."""
     plan = course.plan
-    if plan.get("opening"):
+    if plan.opening:
         return Opening()
-    if plan["done"]:
-        if plan.get("stopped"):
+    if plan.done:
+        if plan.stopped:
             return Stop()
         return Finalize(f"finalize-{course.finals}" if course.finals else "finalize")
-    if plan.get("pause"):
+    if plan.pause:
         return Pause(course.pauses + 1)
     if course.postponed:
         return PostponedRound(f"model-round-{course.rounds}-resumed-{course.pauses}")
@@ -131,9 +131,9 @@ def next_step(course: Course, kinds: Mapping[str, CallKind], limits: Limits) -> 
 
 
 def tool_round(course: Course, kinds: Mapping[str, CallKind], limits: Limits) -> ToolRound:
-    pending = course.plan["pending"]
+    pending = course.plan.pending
     calls, refused = pending[: limits.max_calls], pending[limits.max_calls :]
-    asked = course.plan.get("asked", 0)
+    asked = course.plan.asked or 0
     asks: list[Ask] = []
     for call in calls:
         kind = kinds.get(call["id"], "tool")
@@ -165,18 +165,16 @@ def opened(course: Course, plan: Plan) -> Course:
 
 def round_ran(course: Course, plan: Plan) -> Course:
     """After a model round's step: postponed by a pause, it runs again once resumed."""
-    if plan.get("held"):
+    if plan.held:
         return replace(course, plan=plan, postponed=True)
     return replace(course, plan=plan, rounds=course.rounds + 1, postponed=False)
 
 
 def resumed(course: Course, pause: Pause) -> Course:
     """After the pause `pause`, resumed: what it came before runs now."""
-    plan = course.plan.copy()
-    plan.pop("pause", None)
-    return replace(course, plan=plan, pauses=pause.n)
+    return replace(course, plan=course.plan.resumed(), pauses=pause.n)
 
 
 def finalized(course: Course) -> Course:
     """After a finalize that found a message steered in after the last round: one more."""
-    return replace(course, plan={"done": False, "pending": []}, finals=course.finals + 1)
+    return replace(course, plan=Plan.model_round(), finals=course.finals + 1)

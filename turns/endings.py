@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
 
 from agent.snapshot import STOPPED_TEXT, AgentSnapshot
 from agent.usage import TurnUsage
 from infra.db import Conn, Pool
-from infra.events import EventSender, send_cancel, send_handoff
+from infra.events import EventSender, TurnPayload, send_cancel, send_handoff
 from infra.store import jobs, messages, outbox, pauses, steers, usage
-from infra.store.access import act_as_service, user_transaction
+from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.draft_rows import delete_draft
 from infra.store.ids import ChatId, MessageId
@@ -53,7 +52,7 @@ class Outcome:
 
     content: str
     checkpoint_id: str | None
-    usage: dict[str, Any]
+    usage: TurnUsage
     tool_calls: int
     spent: Spent  # what the reply's turn used, for public.reply_usage
 
@@ -70,7 +69,7 @@ async def settle_quick(
     snapshot: AgentSnapshot,
     metadata: MessageMetadata,
     used: TurnUsage,
-    payload: dict[str, Any] | None,
+    payload: TurnPayload | None,
 ) -> bool:
     """The quick path's end, after `jobs.hold` locked its job in `conn`'s transaction: the reply
     `queued` and the job handed off with `payload`, or, without one, both `completed` and the
@@ -107,7 +106,7 @@ async def keep_shown(
     """A quick path that lost its slot (the cancel ended job and reply): the reply keeps all
     that its stream showed, and what the model used was spent all the same."""
     async with pool.connection() as conn, conn.transaction():
-        await messages.keep_shown(conn, turn.reply_id, shown, usage=dict(used))
+        await messages.keep_shown(conn, turn.reply_id, shown, usage=used)
         await record_usage(conn, turn, used, snapshot)
 
 
@@ -175,7 +174,7 @@ async def cancel_in(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJ
     return canceled
 
 
-async def cancel(pool: Pool, then: Next, claims: dict[str, Any]) -> CanceledJob | None:
+async def cancel(pool: Pool, then: Next, claims: Claims) -> CanceledJob | None:
     """The user's cancel of the chat's running job; None when there is none (idle). Once it
     commits, the job's run is told to stop and the next turn goes.
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Literal, Never
 
 from pydantic import ValidationError
 
@@ -23,14 +23,14 @@ from agent.graph import state_values
 from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
 from agent.usage import turn_usage
 from infra import telemetry
-from infra.events import EventSender
+from infra.events import EventSender, TurnPayload
 from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.store import jobs, messages, pauses
 from turns import endings
 from turns.engine import IncompatibleCheckpoint, check_schema, durable_state, spent
 from turns.failures import JobFailed
-from turns.plan import Plan, asking_tools, plan_from
+from turns.plan import Plan, PlanJson, asking_tools, plan_from
 from turns.prompts import Prompts
 from turns.rounds import Rounds
 from turns.scope import JobScope
@@ -40,9 +40,21 @@ from turns.turn import Turn
 logger = logging.getLogger(__name__)
 
 
-class Claim(Plan):
-    claimed: bool
-    payload: dict[str, Any]  # the job's stored turn, which outranks the event's data
+class Claimed(PlanJson):
+    """The claim step's output when this run took the job: its first plan, and its turn."""
+
+    claimed: Literal[True]
+    payload: TurnPayload  # the job's stored turn, which outranks the event's data
+
+
+class Unclaimed(PlanJson):
+    """The claim step's output when the job is not this run's (taken, or ended)."""
+
+    claimed: Literal[False]
+    payload: dict[str, Never]  # always {}: runs in flight memoized the key
+
+
+Claim = Claimed | Unclaimed
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,7 @@ class BackgroundJob(JobScope):
     def prompts(self) -> Prompts:
         return Prompts(self.services, self.tools, self.job_key, self.run_id, self.turn)
 
-    def claimed(self, claim: Claim) -> BackgroundJob:
+    def claimed(self, claim: Claimed) -> BackgroundJob:
         """The job as the claim found it in the database."""
         return replace(self, turn=Turn.model_validate(claim["payload"]))
 
@@ -75,7 +87,7 @@ class BackgroundJob(JobScope):
         async with pool.connection() as conn, conn.transaction():
             job = await jobs.claim(conn, self.job_key, self.run_id, lease_s=settings.job_lease_s)
             if job is None:
-                return {"claimed": False, "done": True, "pending": [], "payload": {}}
+                return {"claimed": False, **Plan.finished().to_json(), "payload": {}}
             await messages.mark_streaming(conn, job.reply_id)
         turn = Turn.model_validate(job.payload)
         if job.attempt == 1 and turn.handed_off_at is not None:
@@ -94,13 +106,13 @@ class BackgroundJob(JobScope):
                 error="incompatible_version",
             )
             raise JobFailed(str(exc)) from exc
-        plan: Plan = {"done": False, "pending": [], "opening": True}
+        plan = Plan.first_round()
         if turn.kind == "handoff":
             plan = plan_from(state, settings.max_parallel_tool_calls, asking_tools(self.tools))
             async with pool.connection() as conn:
-                if not plan["done"] and await pauses.pause_requested(conn, self.job_key):
-                    plan["pause"] = True
-        return {"claimed": True, "payload": job.payload, **plan}
+                if not plan.done and await pauses.pause_requested(conn, self.job_key):
+                    plan = plan.paused()
+        return {"claimed": True, "payload": job.payload, **plan.to_json()}
 
     async def pause(self) -> bool | None:
         """Job and reply `paused`, as the user asked. True: wait for the resume. False: no
@@ -142,7 +154,7 @@ class BackgroundJob(JobScope):
         outcome = endings.Outcome(
             content=snapshot.text,
             checkpoint_id=state.config["configurable"].get("checkpoint_id"),
-            usage=dict(used),
+            usage=used,
             tool_calls=len(snapshot.progress),
             spent=spent(self.turn, used, snapshot),
         )
@@ -161,7 +173,7 @@ class BackgroundJob(JobScope):
         return endings.Next(events, self.turn.chat_id, self.turn.assistant_id)
 
 
-async def fail_job(services: Services, events: EventSender, job_key: str, data: Any) -> None:
+async def fail_job(services: Services, events: EventSender, job_key: str, data: object) -> None:
     """After the last retry: the reply says so in plain words, and the chat's slot is free."""
     try:
         turn: Turn | None = Turn.model_validate(data)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
 
 from langgraph.types import StateSnapshot
 from opentelemetry import trace
@@ -29,7 +28,7 @@ from agent.snapshot import (
 from agent.usage import turn_usage
 from infra import telemetry
 from infra.db import Conn, Pool, PoolClosed
-from infra.events import EventSender, send_handoff
+from infra.events import EventSender, TurnPayload, send_handoff
 from infra.runtime import Services
 from infra.store import jobs, outbox
 from infra.store.drafts import DraftWriter
@@ -40,7 +39,7 @@ from turns.turn import Turn
 
 logger = logging.getLogger(__name__)
 
-Emit = Callable[[str, dict[str, Any]], Awaitable[None]]
+Emit = Callable[[str, Mapping[str, object]], Awaitable[None]]
 
 
 class Interrupted(RuntimeError):
@@ -83,7 +82,7 @@ async def _run_turn(
     # Another tab, a reload and Realtime subscribers see the text as it streams; it holds all
     # that this stream showed, which a failure keeps.
     draft = DraftWriter.for_reply(
-        pool, services.settings, message_id=turn.reply_id, chat_id=turn.chat_id, best_effort=True
+        pool, services.settings, reply_id=turn.reply_id, chat_id=turn.chat_id, best_effort=True
     )
     try:
         if await _stream_and_store(
@@ -165,7 +164,7 @@ async def _stream_and_store(
         used = turn_usage(state_values(state))
         await endings.keep_shown(pool, turn, draft.text, used=used, snapshot=snapshot)
         raise Interrupted from None
-    if not handing_off:
+    if payload is None:
         done = {"assistantMessageId": str(turn.reply_id), "status": "completed"}
         await emit("done", {**done, "content": snapshot.text})
         return False
@@ -200,7 +199,7 @@ async def _stream(
 
 async def _store(
     conn: Conn, turn: Turn, run: Run, state: StateSnapshot, snapshot: AgentSnapshot
-) -> dict[str, Any]:
+) -> TurnPayload | None:
     """The turn's checkpoints, reply and job transition in `conn`'s transaction; the job's
     payload when it hands off. _SlotLost when the turn no longer holds its chat's slot."""
     handing_off = TOOLS_NODE in state.next
@@ -210,13 +209,13 @@ async def _store(
         raise _SlotLost
     marks = await store_run(conn, run, turn, opened=True)
     used = turn_usage(state_values(state))
-    metadata: MessageMetadata = {**marks, "snapshot": snapshot.to_metadata(), "usage": dict(used)}
+    metadata: MessageMetadata = {**marks, "snapshot": snapshot.to_metadata(), "usage": used}
     payload = turn.paused_at(marks.get("checkpointId")).to_data() if handing_off else None
     if not await endings.settle_quick(
         conn, turn, snapshot=snapshot, metadata=metadata, used=used, payload=payload
     ):
         raise _SlotLost
-    return payload if payload is not None else {}
+    return payload
 
 
 async def _record_failure(

@@ -36,7 +36,7 @@ from infra.store.tool_results import ToolResult
 from turns import endings
 from turns.engine import Run, began, load_run, opening, store_run
 from turns.failures import JobFailed, RetryLater
-from turns.plan import Plan, asking_tools, plan_from
+from turns.plan import Plan, PlanJson, asking_tools, plan_from
 from turns.shown import stream_round
 from turns.turn import Turn
 
@@ -59,7 +59,7 @@ class Rounds:
     job_key: str
     run_id: str
 
-    async def open(self, attempt: int = 0, last_attempt: bool = False) -> Plan:
+    async def open(self, attempt: int = 0, last_attempt: bool = False) -> PlanJson:
         """The first round of an enqueued message's turn, from the active branch's head;
         messages steered into the turn before it began follow its own.
 
@@ -68,11 +68,11 @@ class Rounds:
         would answer the turn's pending calls as those of a canceled turn, never run them."""
         run = await self._load(opens=True)
         if began(await run.state(), self.turn):
-            return await self._store(run, opened=False)
+            return (await self._store(run, opened=False)).to_json()
         graph_input = await opening(run, self.turn)
         graph_input["messages"] = [*graph_input["messages"], *await self._steered(run)]
         await self._stream(run, graph_input, "", attempt, last_attempt)
-        return await self._store(run, opened=True)
+        return (await self._store(run, opened=True)).to_json()
 
     async def _steered(self, run: Run) -> list[AnyMessage]:
         """The messages steered into the job that the run's thread does not hold yet, in the
@@ -84,14 +84,14 @@ class Rounds:
 
     async def resume(
         self, results: list[ToolResult], attempt: int = 0, last_attempt: bool = False
-    ) -> Plan:
+    ) -> PlanJson:
         """Apply the tool results, then run the model to its next tool boundary or the end.
 
         Postponed, without running, when the user asked the job to pause: the round is the next
         step, and a pause happens between steps."""
         async with (await self.services.pool()).connection() as conn:
             if await pauses.pause_requested(conn, self.job_key):
-                return {"done": False, "pending": [], "pause": True, "held": True}
+                return Plan.postponed().to_json()
         run = await self._load(opens=False)
         state = await run.state()
         answered = {m.tool_call_id for m in state.values["messages"] if isinstance(m, ToolMessage)}
@@ -112,7 +112,7 @@ class Rounds:
             before = turn_text(state_values(state))
             prefix = before + PARAGRAPH_BREAK if before else ""
             await self._stream(run, None, prefix, attempt, last_attempt)
-        return await self._store(run, opened=False)
+        return (await self._store(run, opened=False)).to_json()
 
     async def _load(self, *, opens: bool) -> Run:
         pool = await self.services.pool()
@@ -123,7 +123,7 @@ class Rounds:
         state = await run.state()
         async with (await self.services.pool()).connection() as conn, conn.transaction():
             if not await jobs.hold(conn, self.job_key, self.run_id):
-                return {"done": True, "pending": [], "stopped": True}
+                return Plan.stop()
             marks = await store_run(conn, run, self.turn, opened=opened)
             # The turn's usage so far lands with the round: a job canceled or failed later
             # still counts the rounds it stored.
@@ -133,11 +133,11 @@ class Rounds:
             plan = plan_from(
                 state, self.services.settings.max_parallel_tool_calls, asking_tools(self.tools)
             )
-            if not plan["done"] and await pauses.pause_requested(conn, self.job_key):
-                plan["pause"] = True
-            if plan["done"] and await unapplied_steers(conn, self.job_key, state):
+            if not plan.done and await pauses.pause_requested(conn, self.job_key):
+                plan = plan.paused()
+            if plan.done and await unapplied_steers(conn, self.job_key, state):
                 # A message joined while this round ran: one more round answers it.
-                plan = {"done": False, "pending": []}
+                plan = Plan.model_round()
         return plan
 
     async def note_instruction(self, instruction: str) -> bool:
@@ -161,9 +161,7 @@ class Rounds:
             await messages.record_snapshot(conn, self.turn.reply_id, snapshot.to_metadata())
             return
         used = turn_usage(values)
-        await messages.record_snapshot(
-            conn, self.turn.reply_id, snapshot.to_metadata(), usage=dict(used)
-        )
+        await messages.record_snapshot(conn, self.turn.reply_id, snapshot.to_metadata(), usage=used)
         await endings.record_usage(conn, self.turn, used, snapshot)
 
     async def _stream(
@@ -205,7 +203,7 @@ class Rounds:
         writer = DraftWriter.for_reply(
             await self.services.pool(),
             settings,
-            message_id=self.turn.reply_id,
+            reply_id=self.turn.reply_id,
             chat_id=self.turn.chat_id,
             # The draft is the whole message: earlier text, then this round's paragraph.
             text=prefix,

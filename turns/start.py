@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.store import admission, jobs, limits, messages, steers
-from infra.store.access import act_as_service, act_as_user
+from infra.store.access import Claims, act_as_service, act_as_user
 from infra.store.chats import ChatNotFound
 from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
 from infra.store.limits import TurnLimits
@@ -49,7 +49,7 @@ class Slot:
 
 async def start_turn(
     pool: Pool,
-    claims: dict[str, Any],
+    claims: Claims,
     turn: Turn,
     *,
     strategy: Strategy,
@@ -71,7 +71,7 @@ async def start_turn(
 
 async def _start(
     pool: Pool,
-    claims: dict[str, Any],
+    claims: Claims,
     turn: Turn,
     strategy: Strategy,
     turn_limits: TurnLimits,
@@ -154,7 +154,7 @@ async def _insert_reply(conn: Conn, turn: Turn, status: ReplyStatus) -> None:
     assert turn.user_message_id is not None
     await messages.insert_reply(
         conn,
-        message_id=turn.reply_id,
+        reply_id=turn.reply_id,
         chat_id=turn.chat_id,
         assistant_id=turn.assistant_id,
         content="",

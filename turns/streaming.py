@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ from infra.db import Pool
 from infra.events import EventSender, send_cancel
 from infra.runtime import Services
 from infra.settings import Settings
+from infra.store.access import Claims
 from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import TurnLimits
@@ -33,7 +34,8 @@ from turns.quick import Emit, run_turn
 from turns.start import Slot, Strategy, start_turn
 from turns.turn import Turn
 
-Event = tuple[str, dict[str, Any]]
+# A stream event: its name, and its data, a JSON object (docs/api.md lists each).
+Event = tuple[str, Mapping[str, object]]
 # The turns running detached from their responses.
 TurnTasks = set[asyncio.Task[Any]]
 
@@ -95,7 +97,7 @@ def turn_limits(settings: Settings) -> TurnLimits:
 
 
 async def stream_turn(
-    turn: Turn, strategy: Strategy, claims: dict[str, Any], host: TurnHost, *, started: float
+    turn: Turn, strategy: Strategy, claims: Claims, host: TurnHost, *, started: float
 ) -> TurnStream:
     """Start `turn` (its message stored, the chat's slot taken by `strategy`) and stream it.
     `started`: when its request began (perf_counter)."""
@@ -136,7 +138,7 @@ async def stream_turn(
 
 
 async def _start(
-    pool: Pool, turn: Turn, strategy: Strategy, claims: dict[str, Any], host: TurnHost, span: Span
+    pool: Pool, turn: Turn, strategy: Strategy, claims: Claims, host: TurnHost, span: Span
 ) -> tuple[asyncio.Task[Run], Slot]:
     """Take the chat's slot with the user's message, while the thread's history loads."""
     settings = host.services.settings
@@ -192,7 +194,7 @@ def _relay(tasks: TurnTasks, turn: Callable[[Emit], Coroutine[Any, Any, None]]) 
     even if the client disconnects."""
     queue: asyncio.Queue[Event | None] = asyncio.Queue()
 
-    async def emit(event: str, data: dict[str, Any]) -> None:
+    async def emit(event: str, data: Mapping[str, object]) -> None:
         queue.put_nowait((event, data))
 
     task = asyncio.create_task(turn(emit))

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agent.threads import ThreadId
+from infra.events import TurnPayload
 from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
 
@@ -55,9 +56,9 @@ class Turn(BaseModel):
     def log(self) -> dict[str, str]:
         return {"chat_id": str(self.chat_id), "correlation_id": str(self.reply_id)}
 
-    def to_data(self) -> dict[str, Any]:
+    def to_data(self) -> TurnPayload:
         """The job's payload and the event's data."""
-        return self.model_dump(mode="json", by_alias=True)
+        return cast(TurnPayload, self.model_dump(mode="json", by_alias=True))
 
     def paused_at(self, checkpoint_id: str | None) -> Turn:
         """The turn handed off at `checkpoint_id`, for the background to resume."""

@@ -8,7 +8,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from contextlib import suppress
-from typing import Any, Protocol
+from typing import Protocol
 
 import psycopg
 
@@ -21,7 +21,7 @@ from devkit.change_feed.errors import (
 from devkit.change_feed.subscription import Subscription
 from devkit.pgoutput import Change, Decoder
 from infra.db import Conn, Pool, connect
-from infra.store.access import user_transaction
+from infra.store.access import Claims, user_transaction
 from infra.store.chats import require_chat
 from infra.store.ids import ChatId
 
@@ -109,7 +109,7 @@ class ChangeFeed:
         self._listen_task: asyncio.Task[None] | None = None
 
     async def subscribe(
-        self, claims: dict[str, Any], chat_id: ChatId, *, max_pending: int | None = None
+        self, claims: Claims, chat_id: ChatId, *, max_pending: int | None = None
     ) -> Subscription:
         """A subscription, ready: every change committed from now on will reach it. It is
         dropped (SubscriberOverflow) when more than `max_pending` changes wait to be read.

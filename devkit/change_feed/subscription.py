@@ -11,11 +11,12 @@ import asyncio
 from collections import deque
 from collections.abc import Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from devkit.change_feed.errors import ChangeFeedError, SubscriberOverflow
 from devkit.change_payloads import TABLE_KEYS, PostgresChange, visible_changes
 from devkit.pgoutput import Change, RowChange
+from infra.store.access import Claims
 from infra.store.ids import ChatId
 
 if TYPE_CHECKING:
@@ -26,9 +27,7 @@ class Subscription:
     """One chat's changes for one user. Every change committed after `ChangeFeed.subscribe`
     returned it is delivered (some committed shortly before may be too), in commit order."""
 
-    def __init__(
-        self, feed: ChangeFeed, claims: dict[str, Any], chat_id: ChatId, max_pending: int
-    ) -> None:
+    def __init__(self, feed: ChangeFeed, claims: Claims, chat_id: ChatId, max_pending: int) -> None:
         self.claims = claims
         self.chat_id = chat_id
         self.max_pending = max_pending

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from infra.db import Conn, Pool
 
@@ -22,7 +22,22 @@ select set_config('request.jwt.claims', %s, true), set_config('role', 'authentic
 SERVICE_ROLE_SQL = "select set_config('role', 'none', true)"
 
 
-async def act_as_user(conn: Conn, claims: dict[str, Any]) -> None:
+class Claims(TypedDict):
+    """A request's verified JWT claims (a Supabase access token), which RLS reads: `sub` is the
+    user. Every claim the token carries is kept, those not named here too, since the database's
+    policies may read any of them."""
+
+    sub: str
+    role: str
+    aud: NotRequired[str | list[str]]
+    exp: NotRequired[int]
+    iat: NotRequired[int]
+    iss: NotRequired[str]
+    email: NotRequired[str]
+    session_id: NotRequired[str]
+
+
+async def act_as_user(conn: Conn, claims: Claims) -> None:
     """For the rest of `conn`'s transaction, RLS sees the request's claims."""
     await conn.execute(SET_REQUEST_SQL, (json.dumps(claims),))
 
@@ -33,7 +48,7 @@ async def act_as_service(conn: Conn) -> None:
 
 
 @asynccontextmanager
-async def user_transaction(pool: Pool, claims: dict[str, Any]) -> AsyncIterator[Conn]:
+async def user_transaction(pool: Pool, claims: Claims) -> AsyncIterator[Conn]:
     """A transaction in which RLS sees the request's JWT claims, as PostgREST sets them."""
     async with pool.connection() as conn, conn.transaction():
         await act_as_user(conn, claims)

@@ -11,16 +11,9 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from infra.db import Conn, Pool
-from infra.store.access import user_transaction
+from infra.store.access import Claims, user_transaction
 from infra.store.ids import ChatId, MessageId
 from infra.store.prompts import PromptKind
-
-APPROVALS = PromptKind(
-    status="awaiting_approval",
-    pending_key="pendingApproval",
-    id_key="toolCallId",
-    record_key="approvals",
-)
 
 
 class PendingApproval(TypedDict):
@@ -37,6 +30,14 @@ class Decision(TypedDict):
     approved: bool
     note: str | None
     timed_out: bool
+
+
+APPROVALS = PromptKind[PendingApproval, Decision](
+    status="awaiting_approval",
+    pending_key="pendingApproval",
+    id_key="toolCallId",
+    record_key="approvals",
+)
 
 
 class ApprovalNotFound(LookupError):
@@ -58,19 +59,17 @@ async def waiting(conn: Conn, message_id: MessageId, call_id: str) -> bool:
 
 
 async def decision(conn: Conn, message_id: MessageId, call_id: str) -> Decision | None:
-    found: Decision | None = await APPROVALS.reply(conn, message_id, call_id)
-    return found
+    return await APPROVALS.reply(conn, message_id, call_id)
 
 
 async def settle(conn: Conn, message_id: MessageId, call_id: str, outcome: Decision) -> Decision:
     """Record `outcome` unless the user's decision is there, close the question; the decision."""
-    settled: Decision = await APPROVALS.settle(conn, message_id, call_id, outcome)
-    return settled
+    return await APPROVALS.settle(conn, message_id, call_id, outcome)
 
 
 async def record_decision(
     pool: Pool,
-    claims: dict[str, Any],
+    claims: Claims,
     *,
     chat_id: ChatId,
     call_id: str,
@@ -88,4 +87,4 @@ async def record_decision(
         outcome = Decision(approved=approved, note=note, timed_out=False)
         if not await APPROVALS.record(conn, message_id, call_id, outcome):
             raise ApprovalAlreadyDecided(call_id)
-    return MessageId(message_id)
+    return message_id

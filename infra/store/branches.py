@@ -22,13 +22,15 @@ is deleted.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
 
 from psycopg import errors
 from psycopg.types.json import Jsonb
 
-from infra.db import Conn, Pool
-from infra.store.access import user_transaction
+from infra.db import Conn, Pool, fetch_rows
+from infra.store.access import Claims, user_transaction
 from infra.store.chats import require_chat
 from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId
@@ -199,19 +201,34 @@ async def mark_reply(conn: Conn, message_id: MessageId, marks: MessageMetadata) 
     await _mark(conn, message_id, marks)
 
 
+@dataclass(frozen=True)
+class BranchRow:
+    """A branch, with its latest message (the `latest_` columns, null when it has none)."""
+
+    id: str
+    forked_from: MessageId | None
+    created_at: datetime
+    active: bool
+    latest_id: MessageId | None
+    latest_role: str | None
+    latest_content: str | None
+    latest_status: str | None
+    latest_created_at: datetime | None
+
+
 async def list_branches(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str
-) -> list[dict[str, Any]]:
+    pool: Pool, claims: Claims, *, chat_id: ChatId, assistant_id: str
+) -> list[BranchRow]:
     """The thread's branches, oldest first, each with its latest message."""
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)
-        params: dict[str, Any] = {"chat_id": chat_id, "assistant_id": assistant_id}
+        params: dict[str, object] = {"chat_id": chat_id, "assistant_id": assistant_id}
         params["active"] = await active_branch(conn, params)
-        return await (await conn.execute(BRANCHES_SQL, params)).fetchall()
+        return await fetch_rows(conn, BranchRow, BRANCHES_SQL, params)
 
 
 async def activate(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str, branch: str
+    pool: Pool, claims: Claims, *, chat_id: ChatId, assistant_id: str, branch: str
 ) -> None:
     """Make `branch` the active one, under the user's RLS. JobAlreadyActive while a turn of the
     chat has not ended (it holds the slot, paused too, or waits for it): its messages land on
@@ -232,13 +249,13 @@ async def activate(
         await conn.execute(RESTALE_SQL, params)
 
 
-async def active_branch(conn: Conn, params: dict[str, Any]) -> str:
+async def active_branch(conn: Conn, params: Mapping[str, object]) -> str:
     """The active branch of the chat and assistant in `params` (`main` when none is stored)."""
     row = await (await conn.execute(ACTIVE_SQL, params)).fetchone()
     return str(row["branch"]) if row else MAIN_BRANCH
 
 
-async def require_branch(conn: Conn, params: dict[str, Any]) -> None:
+async def require_branch(conn: Conn, params: Mapping[str, object]) -> None:
     """BranchNotFound unless `params`' branch is one of its chat and assistant's."""
     if await (await conn.execute(BRANCH_EXISTS_SQL, params)).fetchone() is None:
         raise BranchNotFound(params["branch"])

@@ -3,12 +3,13 @@ service."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from datetime import datetime
 
 from psycopg import errors
 
-from infra.db import Conn, Pool
-from infra.store.access import act_as_service, user_transaction
+from infra.db import Conn, Pool, fetch_row, fetch_rows
+from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.ids import ChatId, UserId
 
 CHAT_VISIBLE_SQL = "select id from public.chat where id = %s"
@@ -31,6 +32,14 @@ insert into auth.users (id, email) values (%s, %s) on conflict (id) do nothing
 """
 
 
+@dataclass(frozen=True)
+class ChatRow:
+    id: ChatId
+    title: str
+    created_at: datetime
+    updated_at: datetime
+
+
 class ChatNotFound(LookupError):
     """The chat does not exist or is not the user's."""
 
@@ -45,23 +54,21 @@ async def require_chat(conn: Conn, chat_id: ChatId) -> None:
         raise ChatNotFound(chat_id)
 
 
-async def list_chats(pool: Pool, claims: dict[str, Any], *, limit: int) -> list[dict[str, Any]]:
+async def list_chats(pool: Pool, claims: Claims, *, limit: int) -> list[ChatRow]:
     """The user's chats, newest first; RLS keeps everyone else's out."""
     async with user_transaction(pool, claims) as conn:
-        return await (await conn.execute(LIST_CHATS_SQL, (limit,))).fetchall()
+        return await fetch_rows(conn, ChatRow, LIST_CHATS_SQL, (limit,))
 
 
 async def create_chat(
-    conn: Conn, claims: dict[str, Any], *, title: str, chat_id: ChatId | None = None
-) -> dict[str, Any] | None:
+    conn: Conn, claims: Claims, *, title: str, chat_id: ChatId | None = None
+) -> ChatRow | None:
     """A chat of the claims' user, in `conn`'s transaction, as the service (the caller counted
     it: infra/store/limits.admit); its row, or None when `chat_id` names a chat that exists
     already."""
     await act_as_service(conn)
     try:
-        return await (
-            await conn.execute(CREATE_CHAT_SQL, (chat_id, claims["sub"], title))
-        ).fetchone()
+        return await fetch_row(conn, ChatRow, CREATE_CHAT_SQL, (chat_id, claims["sub"], title))
     except errors.ForeignKeyViolation as exc:
         raise UnknownUser from exc
 

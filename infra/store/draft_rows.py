@@ -31,5 +31,5 @@ delete from public.broadcast_draft where message_id = %(message_id)s
 """
 
 
-async def delete_draft(conn: Conn, message_id: MessageId) -> None:
-    await conn.execute(DELETE_DRAFT_SQL, {"message_id": message_id})
+async def delete_draft(conn: Conn, reply_id: MessageId) -> None:
+    await conn.execute(DELETE_DRAFT_SQL, {"message_id": reply_id})

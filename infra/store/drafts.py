@@ -118,7 +118,7 @@ class DraftWriter:
         self,
         pool: Pool,
         *,
-        message_id: MessageId,
+        reply_id: MessageId,
         chat_id: ChatId,
         text: str = "",
         interval: float = 0.25,
@@ -131,7 +131,7 @@ class DraftWriter:
         whose client already has the text: a draft must not cost it its answer)."""
         self._pool = pool
         self._transport = transport
-        self._message_id = message_id
+        self._reply_id = reply_id
         self._chat_id = chat_id
         self._text = text
         self._interval = interval
@@ -156,7 +156,7 @@ class DraftWriter:
         pool: Pool,
         settings: Settings,
         *,
-        message_id: MessageId,
+        reply_id: MessageId,
         chat_id: ChatId,
         text: str = "",
         best_effort: bool = False,
@@ -165,7 +165,7 @@ class DraftWriter:
         DRAFT_MAX_BYTES, DRAFT_TRANSPORT)."""
         return cls(
             pool,
-            message_id=message_id,
+            reply_id=reply_id,
             chat_id=chat_id,
             text=text,
             interval=settings.draft_interval_ms / 1000,
@@ -184,7 +184,7 @@ class DraftWriter:
         text is `stored`, and is not written again."""
         async with self._pool.connection() as conn:
             query = CURRENT_SEQ_SQL[self._transport]
-            row = await (await conn.execute(query, (self._message_id,))).fetchone()
+            row = await (await conn.execute(query, (self._reply_id,))).fetchone()
         if row is not None:
             self._seq = int(row["seq"])
             self._last_write = self._clock() - max(0.0, row["age"])
@@ -255,7 +255,7 @@ class DraftWriter:
             return
         self._seq += 1
         params = {
-            "message_id": self._message_id,
+            "message_id": self._reply_id,
             "chat_id": self._chat_id,
             "text": text,
             "seq": self._seq,
@@ -274,7 +274,7 @@ class DraftWriter:
             if not self._best_effort:
                 raise
             logger.warning(
-                "draft not written", extra={"message_id": str(self._message_id)}, exc_info=True
+                "draft not written", extra={"message_id": str(self._reply_id)}, exc_info=True
             )
         self._written = text
         self._last_write = self._clock()

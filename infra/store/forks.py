@@ -7,13 +7,13 @@ turn then makes is infra/store/branches.py's.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 from uuid import UUID
 
 from agent.threads import thread_key
 from infra.db import Conn, Pool
-from infra.store.access import act_as_service, user_transaction
+from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.checkpoints import has_checkpoint
 from infra.store.ids import ChatId, MessageId
@@ -75,7 +75,7 @@ class Regeneration:
 
 
 async def edit_target(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str, message_id: UUID
+    pool: Pool, claims: Claims, *, chat_id: ChatId, assistant_id: str, message_id: UUID
 ) -> Edit:
     params = {"chat_id": chat_id, "assistant_id": assistant_id, "message_id": message_id}
     async with user_transaction(pool, claims) as conn:
@@ -90,7 +90,7 @@ async def edit_target(
 
 
 async def regenerate_target(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str, message_id: UUID
+    pool: Pool, claims: Claims, *, chat_id: ChatId, assistant_id: str, message_id: UUID
 ) -> Regeneration:
     """What answering `message_id` (a reply, or the user message it answers) again forks."""
     params = {"chat_id": chat_id, "assistant_id": assistant_id, "message_id": message_id}
@@ -107,7 +107,7 @@ async def regenerate_target(
 
 
 async def _fork_base(
-    conn: Conn, chat_id: ChatId, assistant_id: str, metadata: dict[str, Any]
+    conn: Conn, chat_id: ChatId, assistant_id: str, metadata: Mapping[str, object]
 ) -> str | None:
     """The checkpoint a user message says its turn began from, once the thread is known to
     have it (None: the thread's first turn). The user may have written that metadata

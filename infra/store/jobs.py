@@ -37,14 +37,15 @@ The rules:
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 from uuid import UUID
 
+from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
 from infra import telemetry
 from infra.db import Conn, Pool
-from infra.events import HANDOFF_EVENT
+from infra.events import HANDOFF_EVENT, TurnPayload
 from infra.store.ids import ChatId, MessageId
 from infra.store.statuses import RUNNING_STATUSES, SLOT_STATUSES, with_statuses
 
@@ -184,14 +185,14 @@ class SlotRequest:
 class ClaimedJob:
     job_id: UUID
     reply_id: MessageId
-    payload: dict[str, Any]
+    payload: TurnPayload
     attempt: int  # 1 for the job's first claim
 
 
 @dataclass(frozen=True)
 class ReleasedJob:
     idempotency_key: str
-    payload: dict[str, Any]  # the chat/tool_handoff event's data
+    payload: TurnPayload  # the chat/tool_handoff event's data
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ async def take_slot(conn: Conn, turn: SlotRequest) -> bool:
     return await (await conn.execute(TAKE_SLOT_SQL, params)).fetchone() is not None
 
 
-async def wait_for_slot(conn: Conn, turn: SlotRequest, payload: dict[str, Any]) -> None:
+async def wait_for_slot(conn: Conn, turn: SlotRequest, payload: TurnPayload) -> None:
     """The turn waits behind the active job; promotion queues it when that job ends."""
     params = {**asdict(turn), "event": HANDOFF_EVENT, "payload": Jsonb(payload)}
     await conn.execute(WAIT_SQL, params)
@@ -226,7 +227,7 @@ async def expire_dead_quick(
 
 
 async def hand_off(
-    conn: Conn, *, job_key: str, run_id: str, reply_id: MessageId, payload: dict[str, Any]
+    conn: Conn, *, job_key: str, run_id: str, reply_id: MessageId, payload: TurnPayload
 ) -> bool:
     """The turn's job continues in the background; False when the turn lost its slot."""
     params = (reply_id, Jsonb(payload), job_key, run_id)
@@ -295,5 +296,5 @@ async def cancel(conn: Conn, chat_id: ChatId, assistant_id: str) -> CanceledJob 
     return CanceledJob(row["idempotency_key"], row["root_message_id"], quick=row["kind"] == "quick")
 
 
-def _count_end(row: dict[str, Any], outcome: str) -> None:
+def _count_end(row: DictRow, outcome: str) -> None:
     telemetry.turn_ended(outcome, quick=row["kind"] == "quick", seconds=row["seconds"])

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+from typing import Literal, TypedDict
 
 from psycopg.types.json import Jsonb
 
-from agent.snapshot import failed_text
+from agent.snapshot import SnapshotMetadata, failed_text
+from agent.usage import TurnUsage
 from infra.db import Conn, Pool
-from infra.store.access import user_transaction
-from infra.store.approvals import PendingApproval
+from infra.store.access import Claims, user_transaction
+from infra.store.approvals import Decision, PendingApproval
 from infra.store.draft_rows import with_latest_draft
 from infra.store.ids import ChatId, MessageId
-from infra.store.questions import PendingQuestion
+from infra.store.questions import Answer, PendingQuestion
 from infra.store.statuses import (
     LIVE_REPLY_STATUSES,
     with_statuses,
@@ -34,14 +35,14 @@ class MessageMetadata(TypedDict, total=False):
     checkpointId: str | None
     branchId: str
     stale: bool  # on a branch an edit left
-    snapshot: dict[str, Any]  # agent.snapshot's status and tool progress, for subscribers
+    snapshot: SnapshotMetadata  # the agent's status and tool progress, for subscribers
     pendingApproval: PendingApproval  # the tool call waiting for the user (approvals.py)
-    approvals: dict[str, Any]  # the user's decisions, by tool call id
+    approvals: dict[str, Decision]  # the user's decisions, by tool call id
     pendingQuestion: PendingQuestion  # the model's question waiting for the user (questions.py)
-    answers: dict[str, Any]  # the user's answers, by question id
+    answers: dict[str, Answer]  # the user's answers, by question id
     editOf: str  # on a user message that replaced another (an edit)
     steeredInto: str  # on a message sent with `steer`: the running reply that answers it
-    usage: dict[str, Any]  # the turn's token usage, per model call and summed (agent/usage.py)
+    usage: TurnUsage  # the turn's token usage, per model call and summed
 
 
 INSERT_REPLY_SQL = """
@@ -127,7 +128,7 @@ VISIBLE_SQL = "select 1 from public.message where id = %s"
 async def insert_reply(
     conn: Conn,
     *,
-    message_id: MessageId,
+    reply_id: MessageId,
     chat_id: ChatId,
     assistant_id: str,
     content: str,
@@ -137,7 +138,7 @@ async def insert_reply(
     handoff_event_id: str | None = None,
 ) -> None:
     params = (
-        message_id,
+        reply_id,
         chat_id,
         assistant_id,
         content,
@@ -161,9 +162,7 @@ async def settle(
     await conn.execute(SETTLE_SQL, (content, status, Jsonb(metadata), handoff_event_id, message_id))
 
 
-async def keep_shown(
-    conn: Conn, message_id: MessageId, content: str, *, usage: dict[str, Any]
-) -> None:
+async def keep_shown(conn: Conn, message_id: MessageId, content: str, *, usage: TurnUsage) -> None:
     """The canceled reply's text is `content`, all that its quick path streamed, and its usage
     what that stream used."""
     await conn.execute(SHOWN_SQL, (content, Jsonb(usage), message_id))
@@ -172,8 +171,8 @@ async def keep_shown(
 async def record_snapshot(
     conn: Conn,
     message_id: MessageId,
-    snapshot: dict[str, Any],
-    usage: dict[str, Any] | None = None,
+    snapshot: SnapshotMetadata,
+    usage: TurnUsage | None = None,
 ) -> None:
     """The reply's progress, and its usage unless None (kept as it was)."""
     params = (Jsonb(snapshot), Jsonb(usage) if usage is not None else None, message_id)
@@ -190,7 +189,7 @@ async def complete(
     *,
     content: str,
     checkpoint_id: str | None,
-    usage: dict[str, Any],
+    usage: TurnUsage,
 ) -> None:
     await conn.execute(COMPLETE_SQL, (content, checkpoint_id, Jsonb(usage), message_id))
 
@@ -221,7 +220,7 @@ async def interrupt(conn: Conn, message_ids: list[MessageId], note: str) -> list
     return [MessageId(r["id"]) for r in rows]
 
 
-async def visible(pool: Pool, claims: dict[str, Any], message_id: MessageId) -> bool:
+async def visible(pool: Pool, claims: Claims, message_id: MessageId) -> bool:
     """Whether the user may see the message, under RLS: another user's is as good as none."""
     async with user_transaction(pool, claims) as conn:
         return await (await conn.execute(VISIBLE_SQL, (message_id,))).fetchone() is not None

@@ -8,9 +8,9 @@ and the outbox relay sends it again with the same id, which Inngest deduplicates
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from infra.db import Pool
+from infra.events import TurnPayload
 from infra.store.ids import ChatId
 
 MARK_SENT_SQL = """
@@ -35,7 +35,7 @@ where chat_id = %s and assistant_id = %s and status = 'queued' and event_sent_at
 @dataclass(frozen=True)
 class UnsentJob:
     idempotency_key: str
-    payload: dict[str, Any]
+    payload: TurnPayload
 
 
 async def mark_sent(pool: Pool, job_keys: list[str]) -> None:

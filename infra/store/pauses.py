@@ -15,15 +15,15 @@ event finds the job resumed all the same.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from infra import telemetry
 from infra.db import Conn, Pool
-from infra.store.access import act_as_service, user_transaction
+from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.ids import ChatId, MessageId
+from infra.store.job_metadata import JobMetadata
 from infra.store.statuses import RUNNING_STATUSES, WRITING_REPLY_STATUSES, with_statuses
 
 REQUEST_SQL = with_statuses(
@@ -105,7 +105,7 @@ class Resumed:
 
 
 async def request_pause(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, assistant_id: str
+    pool: Pool, claims: Claims, *, chat_id: ChatId, assistant_id: str
 ) -> MessageId | None:
     """Ask the chat's active job to pause at its next step boundary; its reply's id.
 
@@ -122,7 +122,7 @@ async def request_pause(
 
 async def resume(
     pool: Pool,
-    claims: dict[str, Any],
+    claims: Claims,
     *,
     chat_id: ChatId,
     assistant_id: str,
@@ -130,7 +130,7 @@ async def resume(
 ) -> MessageId:
     """The chat's paused job runs again, with `instruction` for the rest of its turn; its
     reply's id. ChatNotFound unless the chat is the caller's; NotPaused when none is paused."""
-    extra = {"instruction": instruction} if instruction else {}
+    extra: JobMetadata = {"instruction": instruction} if instruction else {}
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)
         await act_as_service(conn)

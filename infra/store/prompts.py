@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn
+from infra.store.ids import ChatId, MessageId
 from infra.store.statuses import WRITING_REPLY_STATUSES, with_statuses
 
 ASK_SQL = with_statuses(
@@ -69,8 +70,13 @@ where id = %(message_id)s and status = %(status)s::text
 """
 
 
+# The shape of an open prompt (`metadata.<pending key>`) and of the user's reply to it.
+Pending = TypeVar("Pending", bound=Mapping[str, Any])
+Reply = TypeVar("Reply", bound=Mapping[str, Any])
+
+
 @dataclass(frozen=True)
-class PromptKind:
+class PromptKind(Generic[Pending, Reply]):
     """Where one kind of prompt lives on the message."""
 
     status: str  # the message's status while it waits
@@ -78,7 +84,7 @@ class PromptKind:
     id_key: str  # the prompt's id within it
     record_key: str  # metadata key of the user's replies, by prompt id
 
-    def _params(self, message_id: Any, prompt_id: str) -> dict[str, Any]:
+    def _params(self, message_id: MessageId | None, prompt_id: str) -> dict[str, object]:
         return {
             "status": self.status,
             "pending_key": self.pending_key,
@@ -88,36 +94,41 @@ class PromptKind:
             "id": prompt_id,
         }
 
-    async def ask(self, conn: Conn, message_id: Any, pending: Mapping[str, Any]) -> bool:
+    async def ask(self, conn: Conn, message_id: MessageId, pending: Pending) -> bool:
         """Put the prompt to the user; False when it was replied to already (a replayed job)."""
         params = {**self._params(message_id, pending[self.id_key]), "pending": Jsonb(pending)}
         return await (await conn.execute(ASK_SQL, params)).fetchone() is not None
 
-    async def reply(self, conn: Conn, message_id: Any, prompt_id: str) -> Any:
+    async def reply(self, conn: Conn, message_id: MessageId, prompt_id: str) -> Reply | None:
         """The recorded reply, or None."""
         row = await (await conn.execute(REPLY_SQL, self._params(message_id, prompt_id))).fetchone()
-        return row["reply"] if row else None
+        reply: Reply | None = row["reply"] if row else None
+        return reply
 
-    async def waiting(self, conn: Conn, message_id: Any, prompt_id: str) -> bool:
+    async def waiting(self, conn: Conn, message_id: MessageId, prompt_id: str) -> bool:
         """Whether the prompt is open, without the user's reply, and not past its time."""
         params = self._params(message_id, prompt_id)
         return await (await conn.execute(WAITING_SQL, params)).fetchone() is not None
 
-    async def settle(self, conn: Conn, message_id: Any, prompt_id: str, fallback: Any) -> Any:
+    async def settle(
+        self, conn: Conn, message_id: MessageId, prompt_id: str, fallback: Reply
+    ) -> Reply:
         """Record `fallback` unless the user's reply is there, close the prompt; the reply."""
         params = {**self._params(message_id, prompt_id), "reply": Jsonb(fallback)}
         await conn.execute(RECORD_SQL, params)
         await conn.execute(SETTLE_SQL, params)
         return await self.reply(conn, message_id, prompt_id) or fallback
 
-    async def pending_in(self, conn: Conn, chat_id: Any, prompt_id: str) -> tuple[Any, bool] | None:
+    async def pending_in(
+        self, conn: Conn, chat_id: ChatId, prompt_id: str
+    ) -> tuple[MessageId, bool] | None:
         """The message of `chat_id` waiting on `prompt_id`, and whether it has a reply; None
         when none waits. Run under the user's RLS, it sees only their chats."""
         params = {**self._params(None, prompt_id), "chat_id": chat_id}
         row = await (await conn.execute(PENDING_SQL, params)).fetchone()
-        return None if row is None else (row["id"], bool(row["replied"]))
+        return None if row is None else (MessageId(row["id"]), bool(row["replied"]))
 
-    async def record(self, conn: Conn, message_id: Any, prompt_id: str, reply: Any) -> bool:
+    async def record(self, conn: Conn, message_id: MessageId, prompt_id: str, reply: Reply) -> bool:
         """The user's reply, unless there is one already (False)."""
         params = {**self._params(message_id, prompt_id), "reply": Jsonb(reply)}
         return await (await conn.execute(RECORD_SQL, params)).fetchone() is not None

@@ -9,20 +9,13 @@ event wakes the function (infra/store/prompts.py); a question nobody answered in
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from infra.db import Conn, Pool
-from infra.store.access import user_transaction
+from infra.store.access import Claims, user_transaction
 from infra.store.chats import require_chat
 from infra.store.ids import ChatId, MessageId
 from infra.store.prompts import PromptKind
-
-QUESTIONS = PromptKind(
-    status="awaiting_input",
-    pending_key="pendingQuestion",
-    id_key="questionId",
-    record_key="answers",
-)
 
 
 class PendingQuestion(TypedDict):
@@ -38,6 +31,14 @@ class PendingQuestion(TypedDict):
 class Answer(TypedDict):
     answer: str | None
     timed_out: bool
+
+
+QUESTIONS = PromptKind[PendingQuestion, Answer](
+    status="awaiting_input",
+    pending_key="pendingQuestion",
+    id_key="questionId",
+    record_key="answers",
+)
 
 
 class QuestionNotPending(LookupError):
@@ -60,14 +61,13 @@ async def waiting(conn: Conn, message_id: MessageId, question_id: str) -> bool:
 
 async def settle(conn: Conn, message_id: MessageId, question_id: str) -> Answer:
     """The user's answer, or a timeout recorded now if there is none; the question closes."""
-    settled: Answer = await QUESTIONS.settle(
+    return await QUESTIONS.settle(
         conn, message_id, question_id, Answer(answer=None, timed_out=True)
     )
-    return settled
 
 
 async def record_answer(
-    pool: Pool, claims: dict[str, Any], *, chat_id: ChatId, question_id: str, answer: str
+    pool: Pool, claims: Claims, *, chat_id: ChatId, question_id: str, answer: str
 ) -> MessageId:
     """The owner's answer to a waiting question; returns the message that waits.
 
@@ -85,4 +85,4 @@ async def record_answer(
             conn, message_id, question_id, Answer(answer=answer, timed_out=False)
         ):
             raise QuestionAlreadyAnswered(question_id)
-    return MessageId(message_id)
+    return message_id

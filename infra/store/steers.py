@@ -10,12 +10,12 @@ thread holds every message steered into it (`pending`, asked by turns/endings.py
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn
 from infra.store.ids import ChatId, MessageId
+from infra.store.job_metadata import SteeredMessage
 from infra.store.statuses import SLOT_STATUSES, with_statuses
 
 # Only a background job (a quick path has no boundary to take a message at); one of the
@@ -70,7 +70,7 @@ async def steer_into(
     params = {
         "chat_id": chat_id,
         "assistant_id": assistant_id,
-        "message": Jsonb([{"id": str(message_id), "content": content}]),
+        "message": Jsonb([SteeredMessage(id=str(message_id), content=content)]),
     }
     row = await (await conn.execute(STEER_SQL, params)).fetchone()
     if row is None:
@@ -79,8 +79,8 @@ async def steer_into(
     return SteeredJob(row["idempotency_key"], MessageId(row["root_message_id"]))
 
 
-async def steered(conn: Conn, job_key: str) -> list[dict[str, Any]]:
-    """The messages steered into the job, in the order they came: {id, content} each."""
+async def steered(conn: Conn, job_key: str) -> list[SteeredMessage]:
+    """The messages steered into the job, in the order they came."""
     row = await (await conn.execute(STEERED_SQL, (job_key,))).fetchone()
     return list(row["steered"]) if row else []
 

@@ -21,6 +21,7 @@ from devkit.change_feed import (
 )
 from devkit.change_payloads import PostgresChange
 from infra.db import create_pool
+from infra.store.access import Claims
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId
 from tests.support import create_user_with_chat, execute, fetch, insert_message, write_draft
@@ -32,7 +33,7 @@ SLOTS_SQL = (
 )
 
 
-def claims_of(user_id: uuid.UUID) -> dict[str, Any]:
+def claims_of(user_id: uuid.UUID) -> Claims:
     return {"sub": str(user_id), "role": "authenticated", "aud": "authenticated"}
 
 

@@ -162,7 +162,7 @@ async def test_a_reply_in_the_background_comes_with_its_latest_draft(database_ur
         )
         writer = DraftWriter(
             await stack.app.state.services.pool(),
-            message_id=MessageId(uuid.UUID(reply_id)),
+            reply_id=MessageId(uuid.UUID(reply_id)),
             chat_id=ChatId(chat_id),
         )
         await writer.start()  # after the quick path's draft, as a round does

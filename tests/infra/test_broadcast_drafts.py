@@ -27,7 +27,7 @@ where extension = 'broadcast' order by inserted_at, payload ->> 'seq'
 def writer(pool: Pool, chat_id: uuid.UUID, message_id: uuid.UUID, **options: Any) -> DraftWriter:
     return DraftWriter(
         pool,
-        message_id=MessageId(message_id),
+        reply_id=MessageId(message_id),
         chat_id=ChatId(chat_id),
         transport="broadcast",
         interval=0,

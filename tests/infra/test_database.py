@@ -69,7 +69,7 @@ async def test_draft_writer_throttles_and_never_goes_back(database_url: str, poo
     now = [100.0]
     writer = DraftWriter(
         pool,
-        message_id=MessageId(message_id),
+        reply_id=MessageId(message_id),
         chat_id=ChatId(chat_id),
         text="Intro\n\n",
         interval=0.25,
@@ -95,7 +95,7 @@ async def test_draft_writer_throttles_and_never_goes_back(database_url: str, poo
     assert row["draft_content"] == "Intro\n\na" + "b" * 10 + "c" * 64 + "d"
     assert row["seq"] == 4
     # A writer from an older attempt that restarts its numbering cannot overwrite it.
-    stale = DraftWriter(pool, message_id=MessageId(message_id), chat_id=ChatId(chat_id), text="old")
+    stale = DraftWriter(pool, reply_id=MessageId(message_id), chat_id=ChatId(chat_id), text="old")
     await stale.flush()
     [row] = await fetch(
         database_url, "select * from message_draft where message_id = %s", message_id
@@ -108,7 +108,7 @@ async def test_a_writer_continuing_a_draft_waits_out_the_interval_of_its_last_wr
 ) -> None:
     # GIVEN a draft written just now (by the quick path, or a round's earlier attempt)
     _, chat_id, message_id = await seed_chat_rows(database_url)
-    writer = DraftWriter(pool, message_id=MessageId(message_id), chat_id=ChatId(chat_id))
+    writer = DraftWriter(pool, reply_id=MessageId(message_id), chat_id=ChatId(chat_id))
     await writer.start()
     # WHEN another writer continues it at once, THEN its first text waits for the interval
     await writer.append("more")
@@ -124,7 +124,7 @@ async def test_a_message_that_ended_gets_no_new_draft(database_url: str, pool: P
         await conn.execute("update message set status = 'canceled' where id = %s", (message_id,))
         await conn.execute("delete from message_draft where message_id = %s", (message_id,))
     # WHEN a round that was still streaming writes and flushes its draft
-    writer = DraftWriter(pool, message_id=MessageId(message_id), chat_id=ChatId(chat_id))
+    writer = DraftWriter(pool, reply_id=MessageId(message_id), chat_id=ChatId(chat_id))
     await writer.append("late text")
     await writer.flush()
     # THEN no draft comes back for subscribers to show

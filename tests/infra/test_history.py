@@ -13,6 +13,7 @@ from psycopg.types.json import Jsonb
 
 from infra.db import Pool
 from infra.store import history as history_store
+from infra.store.access import Claims
 from infra.store.branches import BranchNotFound
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId
@@ -86,16 +87,16 @@ class Thread:
         )
         return str(other)
 
-    async def rows(self, pool: Pool, **options: Any) -> tuple[str, list[dict[str, Any]]]:
+    async def rows(self, pool: Pool, **options: Any) -> tuple[str, list[history_store.HistoryRow]]:
         """The history as this user reads it: the branch shown, and the rows."""
-        claims = {"sub": str(self.user_id), "role": "authenticated"}
+        claims: Claims = {"sub": str(self.user_id), "role": "authenticated"}
         return await history_store.history(
             pool, claims, chat_id=ChatId(self.chat_id), assistant_id="default", **options
         )
 
     async def history(self, pool: Pool, **options: Any) -> tuple[str, list[str]]:
         shown, rows = await self.rows(pool, **options)
-        return shown, [row["content"] for row in rows]
+        return shown, [row.content for row in rows]
 
 
 MAIN = ["first question", "first answer", "second question", "second answer"]
@@ -151,11 +152,11 @@ async def test_a_reply_being_written_comes_with_its_latest_draft_of_either_trans
         )
     # THEN the history carries the later one
     _, rows = await thread.rows(pool)
-    assert [(r["draft_content"], r["draft_seq"]) for r in rows] == [(None, None), ("Here is", 3)]
+    assert [(r.draft_content, r.draft_seq) for r in rows] == [(None, None), ("Here is", 3)]
     # AND once the reply ended, none: its content is the answer
     await execute(database_url, "update message set status = 'completed' where id = %s", reply)
     _, rows = await thread.rows(pool)
-    assert [r["draft_content"] for r in rows] == [None, None]
+    assert [r.draft_content for r in rows] == [None, None]
 
 
 async def test_another_users_chat_has_no_history_for_them(database_url: str, pool: Pool) -> None:

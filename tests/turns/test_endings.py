@@ -10,6 +10,7 @@ import inngest
 import pytest
 from psycopg import DataError
 
+from agent.usage import TurnUsage
 from infra.db import Pool
 from infra.store.usage import Spent
 from tests.support import create_user_with_chat, fetch, write_draft
@@ -41,7 +42,7 @@ class SentEvents:
 
 def outcome(content: str) -> endings.Outcome:
     spent = Spent(model="scripted", input_tokens=12, output_tokens=5, tool_calls=1)
-    usage = {"input": 12, "output": 5}
+    usage: TurnUsage = {"rounds": [{"input": 12, "output": 5}], "input": 12, "output": 5}
     return endings.Outcome(content, None, usage=usage, tool_calls=1, spent=spent)
 
 

@@ -5,12 +5,12 @@ races the same through the API."""
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 import pytest
 
 from agent.snapshot import STOPPED_TEXT
 from infra.db import Pool
+from infra.store.access import Claims
 from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.jobs import JobAlreadyActive
@@ -42,7 +42,7 @@ def a_turn(user_id: uuid.UUID, chat_id: uuid.UUID, content: str) -> Turn:
     )
 
 
-def claims_of(user_id: uuid.UUID) -> dict[str, Any]:
+def claims_of(user_id: uuid.UUID) -> Claims:
     return {"sub": str(user_id), "role": "authenticated", "aud": "authenticated"}
 
 
