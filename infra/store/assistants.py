@@ -11,10 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from psycopg.rows import class_row
-
 from agent.assistants import Assistant
-from infra.db import Conn
+from infra.db import Conn, fetch_rows
 from infra.store.access import act_as_service
 from infra.store.ids import ChatId
 
@@ -78,8 +76,7 @@ async def sync_catalogue(conn: Conn, assistants: Iterable[Assistant]) -> None:
 async def chat_assistants(conn: Conn, chat_id: ChatId, fallback: str) -> list[ChatAssistant]:
     """The chat's assistants, the earliest added first; `fallback` (the deployment's default)
     alone for a chat with none written down. Under whatever role `conn` acts as."""
-    async with conn.cursor(row_factory=class_row(ChatAssistant)) as cur:
-        rows = await (await cur.execute(CHAT_ASSISTANTS_SQL, (chat_id,))).fetchall()
+    rows = await fetch_rows(conn, ChatAssistant, CHAT_ASSISTANTS_SQL, (chat_id,))
     return rows or [ChatAssistant(fallback, is_default=True)]
 
 
