@@ -7,11 +7,11 @@ import uuid
 from typing import Any
 
 import pytest
+from agent.mail import MAILER
 from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ValidationError
 
-from agent.mail import MAILER
 from agent.threads import DEFAULT_ASSISTANT_ID, thread_config, thread_key
 from agent.tools import (
     MAX_EXPRESSION_CHARS,

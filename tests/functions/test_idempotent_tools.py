@@ -12,6 +12,7 @@ import json
 import uuid
 
 from agent.mail import MAILER
+
 from tests.support import (
     create_user_with_chat,
     execute,
