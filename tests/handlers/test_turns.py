@@ -31,7 +31,7 @@ async def test_tool_turn_streams_hands_off_and_completes_in_background(database_
         assert names.count("token") >= 1
         assert set(names[1:-1]) == {"token"}
         meta, handoff = events[0][1], events[-1][1]
-        assert meta["threadId"] == f"{chat_id}:default"
+        assert meta["threadId"] == f"{chat_id}:helper"
         assert handoff["assistantMessageId"] == meta["assistantMessageId"]
         assert handoff["status"] == "queued"
 
