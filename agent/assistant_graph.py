@@ -112,10 +112,9 @@ class CompiledGraphs:
         max_tool_rounds: int,
         max_output_tokens: int | None = None,
         model_options: Mapping[str, Any] | None = None,
-        model: BaseChatModel | None = None,
     ) -> AgentGraph:
-        """The assistant's graph for `model_spec` (its model made with `model_options`: a key,
-        an endpoint; or `model`, when the caller made it already)."""
+        """The assistant's graph for `model_spec`, its model made with `model_options` (a key,
+        an endpoint)."""
         key = (
             id(assistant),
             json.dumps([model_spec, model_options or {}], sort_keys=True, default=str),
@@ -123,7 +122,7 @@ class CompiledGraphs:
         )
         cached = self._graphs.get(key)
         if cached is None:
-            made = model or create_model_from_spec(model_spec, model_options)
+            made = create_model_from_spec(model_spec, model_options)
             graph = compile_assistant(
                 assistant,
                 made,

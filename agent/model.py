@@ -242,7 +242,7 @@ def _provider(name: str, setting: str) -> str:
 
 def check_model(
     name: str, options: Mapping[str, Any] | None = None, *, setting: str = "MODEL"
-) -> BaseChatModel:
+) -> None:
     """Make the model `name` once, so that a wrong name, a missing provider package or a
     missing key stops the process at start (and the provider's import happens there, not in a
     turn). `setting` is where the name came from, for the message: MODEL, or an assistant's
@@ -250,7 +250,7 @@ def check_model(
     if name != SCRIPTED:
         _provider(name, setting)
     try:
-        return create_model(name, options=options)
+        create_model(name, options=options)
     except ImportError as exc:
         provider = name.partition(":")[0]
         if provider in PROVIDER_EXTRAS:

@@ -1,5 +1,10 @@
 """The demo's assistants (`ASSISTANTS=demo.assistants:ASSISTANTS`, the default): a helper with
-every demo tool, first and so the default, and a calculator with arithmetic alone."""
+every demo tool, first and so the default, and a calculator with arithmetic alone.
+
+The helper's id is `default`, the assistant id every chat, branch and job had before assistants
+were defined (the tables' column default too): the chats and the jobs in flight of an earlier
+build stay its own.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from demo.tools import ask_user, calc, demo_tools
 
 ASSISTANTS = [
     Assistant(
-        id="helper",
+        id="default",
         name="Helper",
         description="Does arithmetic, waits, writes reports, sends email (once you approve it)"
         " and asks you when it needs to.",

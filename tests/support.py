@@ -156,7 +156,7 @@ async def wait_for_row(database_url: str, query: str, *params: Any) -> dict[str,
 
 
 async def durable_messages(
-    database_url: str, chat_id: uuid.UUID, assistant: str = "helper"
+    database_url: str, chat_id: uuid.UUID, assistant: str = "default"
 ) -> list[BaseMessage]:
     """The messages of the thread's latest durable checkpoint ([] for a new thread)."""
     async with await connect(database_url) as conn:
@@ -188,7 +188,7 @@ class Stack(Api):
 
 
 def helper_with(tools: list[BaseTool]) -> Assistants:
-    """The demo's assistants, the default one (`helper`) with `tools` instead of its own."""
+    """The demo's assistants, the default one (its helper) with `tools` instead of its own."""
     helper, *others = DEMO_ASSISTANTS
     return Assistants([replace(helper, tools=tools), *others])
 

@@ -28,7 +28,7 @@ def checked(assistants: Assistants, settings: Settings) -> Assistants:
         name = model_name(assistant, settings)
         options = settings.model_options(name)
         try:
-            model = check_model(name, options, setting="model" if assistant.model else "MODEL")
+            check_model(name, options, setting="model" if assistant.model else "MODEL")
         except ModelUnavailable as exc:
             raise AssistantDefinitionError(f"Assistant {assistant.id!r}: {exc}") from exc
         GRAPHS.graph(
@@ -37,7 +37,6 @@ def checked(assistants: Assistants, settings: Settings) -> Assistants:
             max_tool_rounds=settings.max_tool_rounds,
             max_output_tokens=settings.max_turn_output_tokens,
             model_options=options,
-            model=model,
         )
     return assistants
 

@@ -19,7 +19,7 @@ from agent.threads import thread_config, thread_key
 from demo.tools import demo_tools
 
 SPEC = model_spec("scripted", token_delay_ms=0)
-HELPER = Assistant(id="helper", name="Helper", tools=demo_tools())
+HELPER = Assistant(id="default", name="Helper", tools=demo_tools())
 
 
 def bound(graphs: CompiledGraphs, assistant: Assistant, saver: InMemorySaver) -> AgentGraph:
@@ -32,7 +32,7 @@ def said(text: str) -> AgentState:
 
 
 def new_thread() -> RunnableConfig:
-    return thread_config(thread_key(uuid.uuid4(), "helper"))
+    return thread_config(thread_key(uuid.uuid4(), "default"))
 
 
 async def test_concurrent_turns_on_one_compiled_graph_keep_their_own_checkpoints() -> None:
@@ -79,7 +79,7 @@ def test_each_assistant_and_model_is_compiled_once() -> None:
     graphs = CompiledGraphs()
     first = graphs.graph(HELPER, SPEC, max_tool_rounds=8)
     assert graphs.graph(HELPER, SPEC, max_tool_rounds=8) is first
-    other = Assistant(id="helper", name="Helper", tools=demo_tools())
+    other = Assistant(id="default", name="Helper", tools=demo_tools())
     assert graphs.graph(other, SPEC, max_tool_rounds=8) is not first
     assert (
         graphs.graph(HELPER, model_spec("scripted", token_delay_ms=5), max_tool_rounds=8)

@@ -84,7 +84,7 @@ class Replies(BaseChatModel):
 
 async def answer(model: Replies) -> tuple[str, str | None]:
     graph = build_agent_graph(model, demo_tools(), InMemorySaver())
-    config = thread_config(thread_key(uuid.uuid4(), "helper"))
+    config = thread_config(thread_key(uuid.uuid4(), "default"))
     await graph.ainvoke({"messages": [HumanMessage(content="hi")]}, config)
     snapshot = render_agent_snapshot(state_values(await graph.aget_state(config)))
     assert snapshot.status == "completed"

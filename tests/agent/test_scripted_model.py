@@ -54,7 +54,7 @@ def make_graph(
 
 
 def new_thread() -> RunnableConfig:
-    return thread_config(thread_key(uuid.uuid4(), "helper"))
+    return thread_config(thread_key(uuid.uuid4(), "default"))
 
 
 def said(text: str) -> AgentState:

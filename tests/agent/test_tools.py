@@ -288,6 +288,6 @@ def test_thread_key_splits_back_into_chat_and_assistant() -> None:
 
 
 def test_thread_config_keeps_the_root_namespace_empty() -> None:
-    key = thread_key(uuid.uuid4(), "helper")
+    key = thread_key(uuid.uuid4(), "default")
     config = thread_config(key, checkpoint_id="abc")
     assert config["configurable"] == {"thread_id": key, "checkpoint_ns": "", "checkpoint_id": "abc"}

@@ -27,7 +27,7 @@ async def durable_values(database_url: str, chat_id: uuid.UUID, key: str) -> Any
     """A value of the thread's latest durable checkpoint."""
     async with await connect(database_url) as conn:
         latest = await AsyncPostgresSaver(conn).aget_tuple(
-            thread_config(thread_key(chat_id, "helper"))
+            thread_config(thread_key(chat_id, "default"))
         )
     assert latest is not None
     return latest.checkpoint["channel_values"].get(key)

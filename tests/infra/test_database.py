@@ -132,7 +132,7 @@ async def test_a_message_that_ended_gets_no_new_draft(database_url: str, pool: P
 
 
 async def test_checkpoints_copy_from_memory_and_back(pool: Pool) -> None:
-    thread_id = thread_key(uuid.uuid4(), "helper")
+    thread_id = thread_key(uuid.uuid4(), "default")
     config = thread_config(thread_id)
     model = create_model("scripted", token_delay_ms=0)
     # GIVEN a run in memory that paused before tools
