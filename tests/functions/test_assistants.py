@@ -7,6 +7,7 @@ from __future__ import annotations
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 
 from agent.assistants import Assistant, Assistants
+from agent.snapshot import ASSISTANT_GONE
 from demo.assistants import ASSISTANTS as DEMO
 from demo.tools import report
 from tests import assistants_example
@@ -95,3 +96,26 @@ async def test_two_assistants_of_one_deployment_each_get_their_own(database_url:
     assert [m.content for m in writer_thread if isinstance(m, AIMessage)] == [
         'You said: "/calc 1+1"'
     ]
+
+
+async def test_a_job_whose_assistant_is_gone_ends_failed_in_plain_words(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    body = {"chatId": str(chat_id), "content": "/calc 6*7", "assistantId": "planner"}
+    # GIVEN the planner's turn handed off, its event not yet sent (Inngest refused it)
+    example = Assistants(assistants_example.ASSISTANTS)
+    async with running_stack(database_url, assistants=example) as stack:
+        stack.executor.refuse_events(5)
+        events = await stack.respond(token_for(user_id), body)
+        assert events[-1][0] == "handoff"
+    [job] = await fetch(database_url, "select idempotency_key, payload from job_runs")
+    # WHEN a build without the planner receives the event
+    async with running_stack(database_url) as stack:
+        event = {"name": "chat/tool_handoff", "id": job["idempotency_key"], "data": job["payload"]}
+        stack.executor.send(event)
+        await stack.executor.wait_idle()
+    # THEN the job fails at once, and the reply says why in plain words after what it showed
+    [job] = await fetch(database_url, "select status, error from job_runs")
+    assert (job["status"], job["error"]) == ("error", "assistant_not_found")
+    [reply] = await fetch(database_url, "select * from message where role = 'assistant'")
+    assert reply["status"] == "error"
+    assert reply["content"].endswith(f"({ASSISTANT_GONE})")
