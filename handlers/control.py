@@ -140,8 +140,8 @@ async def answer_question(
 ) -> AnswerResponse:
     """Answer the question the chat's background job is waiting on (`pendingQuestion`).
 
-    The answer is the result of the model's `ask_user` call. 409 when no such question waits
-    or it has its answer already.
+    The answer is the result of the model's question (a call of a tool marked `asks_user`).
+    409 when no such question waits or it has its answer already.
     """
     if not body.answer.strip():
         raise ApiError(422, "invalid_request", "answer: must not be blank")
