@@ -40,7 +40,8 @@ def planned_graph(parts: AgentParts) -> StateGraph[PlannedState, None, PlannedSt
     async def agent(state: PlannedState, config: RunnableConfig) -> dict[str, Any]:
         # The plan is shown to the model before the thread; nothing of it is stored there.
         noted = SystemMessage(content=f"Your plan: {state.get('plan', '')}")
-        return await parts.agent({**state, "messages": [noted, *state["messages"]]}, config)
+        seen: PlannedState = {**state, "messages": [noted, *state["messages"]]}
+        return await parts.agent(seen, config)
 
     builder = StateGraph(PlannedState)
     builder.add_node("plan", plan)

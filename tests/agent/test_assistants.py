@@ -48,7 +48,7 @@ def compiled(assistant: Assistant) -> Any:
             "Assistant 'a' has two tools named 'calc'",
         ),
         (
-            [Assistant(id="a", name="A", tools=["calc"])],
+            [Assistant(id="a", name="A", tools=["calc"])],  # type: ignore[list-item]
             "Assistant 'a': 'calc' is not a LangChain tool",
         ),
         (

@@ -4,6 +4,8 @@ tools and the reply."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from langchain_core.messages import AIMessage, SystemMessage, ToolMessage
 
 from agent.assistants import Assistant, Assistants
@@ -67,7 +69,7 @@ async def test_two_assistants_of_one_deployment_each_get_their_own(database_url:
             tools=[report],
         )
         assistants = Assistants([*DEMO, writer])
-        keys = {"openai_api_key": "test", "openai_base_url": fake.openai_base_url}
+        keys: dict[str, Any] = {"openai_api_key": "test", "openai_base_url": fake.openai_base_url}
         async with running_stack(database_url, assistants=assistants, **keys) as stack:
             # WHEN each is asked to use calc
             helped = await stack.respond(token, {"chatId": str(chat_id), "content": "/calc 1+1"})
