@@ -14,12 +14,17 @@ from dataclasses import dataclass, field
 
 from langchain_core.tools import BaseTool
 
+from agent.graph import GraphFactory
 from agent.threads import ASSISTANT_ID_PATTERN
 
 
 class AssistantDefinitionError(ValueError):
     """An assistant definition Handoff cannot run: the message names the assistant and the
     problem in one sentence."""
+
+
+class UnknownAssistant(LookupError):
+    """No assistant of this deployment has the id asked for."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Assistant:
     tools: Sequence[BaseTool] = field(default_factory=tuple)
     max_tool_rounds: int | None = None
     max_output_tokens: int | None = None
+    graph: GraphFactory | None = None
 
 
 class Assistants:
@@ -56,6 +62,16 @@ class Assistants:
 
     def get(self, assistant_id: str) -> Assistant | None:
         return self._by_id.get(assistant_id)
+
+    def pick(self, assistant_id: str | None) -> Assistant:
+        """The assistant `assistant_id` names, the default one for None; UnknownAssistant for
+        an id no assistant has."""
+        if assistant_id is None:
+            return self.default
+        assistant = self._by_id.get(assistant_id)
+        if assistant is None:
+            raise UnknownAssistant(assistant_id)
+        return assistant
 
     @property
     def default(self) -> Assistant:
@@ -86,6 +102,8 @@ def _check_one(assistant: Assistant) -> None:
         raise AssistantDefinitionError(f"{who}: an id is 1 to 64 letters, digits, '_' or '-'.")
     if not assistant.name.strip():
         raise AssistantDefinitionError(f"{who} has no name.")
+    if assistant.graph is not None and not callable(assistant.graph):
+        raise AssistantDefinitionError(f"{who}: graph must be a function of AgentParts.")
     names: set[str] = set()
     for tool in assistant.tools:
         if not isinstance(tool, BaseTool):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-from collections import OrderedDict
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import Any, cast
+from collections.abc import AsyncGenerator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, cast
 
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
     AIMessageChunk,
@@ -18,7 +17,7 @@ from langchain_core.messages import (
     ToolCall,
     ToolMessage,
 )
-from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
@@ -26,7 +25,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import StateSnapshot
 
-from agent.model import create_model_from_spec
+from agent.answers import answer
 from agent.state import SCHEMA_VERSION, AgentState, CutShort, ToolInvocation
 from agent.text import visible_text
 
@@ -35,24 +34,6 @@ TOOLS_NODE = "tools"
 DEFAULT_MAX_TOOL_ROUNDS = 8
 ROUND_LIMIT_TEXT = "I stopped here because this answer needed too many tool steps."
 BUDGET_TEXT = "I stopped here because this answer used up its length budget."
-# A model call that ended without finishing and showed nothing is asked again this often.
-MODEL_RETRIES_UNSEEN = 2
-# How providers say an answer is whole (OpenAI's finish_reason, Anthropic's stop_reason,
-# Gemini's finish_reason, Bedrock's stopReason), and how they say it was cut.
-FINISHED = frozenset(
-    {"stop", "tool_calls", "function_call", "end_turn", "tool_use", "stop_sequence", "pause_turn",
-     "STOP", "FINISH_REASON_UNSPECIFIED"}
-)  # fmt: skip
-CUT: dict[str, CutShort] = {
-    "length": "length",
-    "max_tokens": "length",
-    "MAX_TOKENS": "length",
-    "content_filter": "content_filter",
-    "refusal": "content_filter",
-    "SAFETY": "content_filter",
-    "guardrail_intervened": "content_filter",
-}
-
 AgentGraph = CompiledStateGraph[AgentState, None, AgentState, AgentState]
 
 
@@ -101,34 +82,82 @@ INSTRUCTION_TEXT = (
 )
 
 
-def model_input(state: AgentState) -> list[AnyMessage]:
-    """What the model is sent: the thread, after a system note with the user's instruction
-    for this turn, if they gave one (leading, where every provider takes a system message)."""
-    messages = list(state["messages"])
+def model_input(state: AgentState, instructions: str = "") -> list[AnyMessage]:
+    """What the model is sent: the thread, after one system message with the assistant's
+    `instructions` (its system prompt) and the user's instruction for this turn, if they gave
+    one. It leads, where every provider takes a system message (Anthropic's, one only), and it
+    is never stored in the thread."""
+    notes = [instructions] if instructions else []
     if instruction := state.get("instruction"):
-        note = SystemMessage(content=INSTRUCTION_TEXT.format(instruction=instruction))
-        return [note, *messages]
-    return messages
+        notes.append(INSTRUCTION_TEXT.format(instruction=instruction))
+    messages = list(state["messages"])
+    return [SystemMessage(content="\n\n".join(notes)), *messages] if notes else messages
 
 
-def build_agent_graph(
+class AgentNode(Protocol):
+    """Handoff's `agent` node: one model call on the state, its update returned."""
+
+    async def __call__(self, state: AgentState, config: RunnableConfig) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class AgentParts:
+    """What Handoff makes for an assistant, for its graph (`tool_loop`, or the assistant's own
+    factory) to be built from: the model, made for this assistant; its tools and instructions;
+    its limits; and `agent`, Handoff's own agent node (the model call with the instructions,
+    the round and output budgets, and answers cut short), for a custom graph to reuse."""
+
+    model: BaseChatModel
+    tools: Sequence[BaseTool]
+    instructions: str
+    max_tool_rounds: int
+    max_output_tokens: int | None
+    agent: AgentNode
+
+    def tool_node(self) -> ToolNode:
+        """The `tools` node of the assistant's tools."""
+        return ToolNode(list(self.tools), handle_tool_errors=True)
+
+
+# What an assistant's `graph` is: its parts in, an uncompiled graph out (docs/assistants.md).
+GraphFactory = Callable[[AgentParts], "StateGraph[Any, Any, Any, Any]"]
+
+
+def agent_parts(
     model: BaseChatModel,
     tools: Sequence[BaseTool],
-    checkpointer: BaseCheckpointSaver[Any] | None,
     *,
-    interrupt_before_tools: bool = True,
+    instructions: str = "",
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
     max_output_tokens: int | None = None,
-) -> AgentGraph:
-    """Nodes `agent` and `tools`; pauses before `tools` unless told otherwise. A turn gets at
-    most `max_tool_rounds` rounds of tools, and none more once its model calls have written
-    `max_output_tokens` (None: no budget)."""
+) -> AgentParts:
+    node = agent_node(
+        model,
+        tools,
+        instructions=instructions,
+        max_tool_rounds=max_tool_rounds,
+        max_output_tokens=max_output_tokens,
+    )
+    return AgentParts(model, tools, instructions, max_tool_rounds, max_output_tokens, node)
+
+
+def agent_node(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    *,
+    instructions: str,
+    max_tool_rounds: int,
+    max_output_tokens: int | None,
+) -> AgentNode:
+    """The `agent` node: one model call. A turn gets at most `max_tool_rounds` rounds of
+    tools, and none more once its model calls have written `max_output_tokens` (None: no
+    budget)."""
     bound = model.bind_tools(tools) if tools else model
 
     async def agent(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
         turn = current_turn(state["messages"])
         rounds = sum(1 for m in turn if isinstance(m, AIMessage) and m.tool_calls)
-        response, cut = await _answer(bound, model_input(state), config)
+        response, cut = await answer(bound, model_input(state, instructions), config)
         if cut is not None:
             # Its tool calls may be cut too: none of them runs. What was shown stays, and the
             # snapshot says in plain words that the answer is not whole.
@@ -155,73 +184,52 @@ def build_agent_graph(
             "schema_version": SCHEMA_VERSION,
         }
 
-    def route(state: AgentState) -> str:
-        last = state["messages"][-1]
-        if isinstance(last, AIMessage) and last.tool_calls:
-            return TOOLS_NODE
-        return END
+    return agent
 
+
+def route_after_agent(state: AgentState) -> Literal["tools", "__end__"]:
+    """`tools` when the last answer calls tools, else the end."""
+    last = state["messages"][-1]
+    if isinstance(last, AIMessage) and last.tool_calls:
+        return "tools"
+    return "__end__"
+
+
+def tool_loop(parts: AgentParts) -> StateGraph[AgentState, None, AgentState, AgentState]:
+    """The graph of an assistant without a factory of its own: `agent`, then `tools` while
+    the model calls them."""
     builder = StateGraph(AgentState)
-    builder.add_node(AGENT_NODE, agent)
-    builder.add_node(TOOLS_NODE, ToolNode(list(tools), handle_tool_errors=True))
+    builder.add_node(AGENT_NODE, parts.agent)
+    builder.add_node(TOOLS_NODE, parts.tool_node())
     builder.add_edge(START, AGENT_NODE)
-    builder.add_conditional_edges(AGENT_NODE, route, [TOOLS_NODE, END])
+    builder.add_conditional_edges(AGENT_NODE, route_after_agent, [TOOLS_NODE, END])
     builder.add_edge(TOOLS_NODE, AGENT_NODE)
-    return builder.compile(
+    return builder
+
+
+def build_agent_graph(
+    model: BaseChatModel,
+    tools: Sequence[BaseTool],
+    checkpointer: BaseCheckpointSaver[Any] | None,
+    *,
+    interrupt_before_tools: bool = True,
+    max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+    max_output_tokens: int | None = None,
+    instructions: str = "",
+) -> AgentGraph:
+    """The tool loop of `model` and `tools`, compiled; pauses before `tools` unless told
+    otherwise."""
+    parts = agent_parts(
+        model,
+        tools,
+        instructions=instructions,
+        max_tool_rounds=max_tool_rounds,
+        max_output_tokens=max_output_tokens,
+    )
+    return tool_loop(parts).compile(
         checkpointer=checkpointer,
         interrupt_before=[TOOLS_NODE] if interrupt_before_tools else None,
     )
-
-
-class CompiledGraphs:
-    """Compiled graphs by model spec and tool set, each handed out bound to a checkpointer.
-
-    Compiling costs milliseconds of CPU (LangGraph inspects every node's code), which a turn
-    would otherwise pay before its first token. A compiled graph keeps no run state, so one per
-    model spec serves every turn; each turn gets a shallow copy holding its own checkpointer.
-    """
-
-    def __init__(self, *, limit: int = 32) -> None:
-        self._limit = limit
-        # Values keep the tools alive, so the ids in a key cannot be reused while it is cached.
-        self._graphs: OrderedDict[
-            tuple[str, tuple[int, int | None], tuple[int, ...]], tuple[Any, AgentGraph]
-        ] = OrderedDict()
-
-    def bound(
-        self,
-        model_spec: dict[str, Any],
-        tools: Sequence[BaseTool],
-        checkpointer: BaseCheckpointSaver[Any],
-        *,
-        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
-        max_output_tokens: int | None = None,
-        model_options: Mapping[str, Any] | None = None,
-    ) -> AgentGraph:
-        """The graph for `model_spec` (its model made with `model_options`: a key, an
-        endpoint) and `tools`, bound to `checkpointer`."""
-        key = (
-            json.dumps([model_spec, model_options or {}], sort_keys=True, default=str),
-            (max_tool_rounds, max_output_tokens),
-            tuple(id(t) for t in tools),
-        )
-        cached = self._graphs.get(key)
-        if cached is None:
-            model = create_model_from_spec(model_spec, model_options)
-            graph = build_agent_graph(
-                model,
-                tools,
-                None,
-                max_tool_rounds=max_tool_rounds,
-                max_output_tokens=max_output_tokens,
-            )
-            cached = (list(tools), graph)
-            self._graphs[key] = cached
-            if len(self._graphs) > self._limit:
-                self._graphs.popitem(last=False)
-        else:
-            self._graphs.move_to_end(key)
-        return cached[1].copy(update={"checkpointer": checkpointer})
 
 
 def output_tokens(messages: Sequence[BaseMessage]) -> int:
@@ -247,32 +255,6 @@ def _last_answer(message: AIMessage, cut: CutShort | None) -> dict[str, Any]:
         "cut_short": cut,
         "schema_version": SCHEMA_VERSION,
     }
-
-
-async def _answer(
-    bound: Runnable[LanguageModelInput, BaseMessage],
-    messages: list[AnyMessage],
-    config: RunnableConfig,
-) -> tuple[BaseMessage, CutShort | None]:
-    """The model's answer, and why it is not whole (None: it is)."""
-    response = await bound.ainvoke(messages, config)
-    cut = cut_short(response)
-    for _ in range(MODEL_RETRIES_UNSEEN):
-        if cut is None or visible_text(response):
-            break
-        # Nothing of it reached anyone: ask again rather than answer with nothing.
-        response = await bound.ainvoke(messages, config)
-        cut = cut_short(response)
-    return response, cut
-
-
-def cut_short(message: BaseMessage) -> CutShort | None:
-    """Why the model's answer is not whole, or None when the provider said it finished."""
-    meta = message.response_metadata
-    stop = meta.get("finish_reason") or meta.get("stop_reason") or meta.get("stopReason")
-    if stop is None:
-        return "incomplete"  # the stream ended without the provider saying why
-    return None if stop in FINISHED else CUT.get(str(stop))
 
 
 def state_values(state: StateSnapshot) -> AgentState:

@@ -218,12 +218,7 @@ def create_model(
     made with `options` (its key and endpoint, say)."""
     if name == SCRIPTED:
         return ScriptedChatModel(token_delay_ms=token_delay_ms)
-    provider, _, model = name.partition(":")
-    if not provider or not model:
-        raise ModelUnavailable(
-            f"MODEL must be 'scripted' or 'provider:model' (openai:gpt-4o-mini,"
-            f" anthropic:claude-sonnet-4-5), not {name!r}."
-        )
+    provider = _provider(name, "MODEL")
     from langchain.chat_models import init_chat_model
 
     kwargs = dict(options or {})
@@ -235,22 +230,36 @@ def create_model(
     return made
 
 
-def check_model(name: str, options: Mapping[str, Any] | None = None) -> None:
-    """Make MODEL's model once, so that a wrong name, a missing provider package or a missing
-    key stops the process at start (and the provider's import happens there, not in a turn)."""
+def _provider(name: str, setting: str) -> str:
+    provider, _, model = name.partition(":")
+    if not provider or not model:
+        raise ModelUnavailable(
+            f"{setting} must be 'scripted' or 'provider:model' (openai:gpt-4o-mini,"
+            f" anthropic:claude-sonnet-4-5), not {name!r}."
+        )
+    return provider
+
+
+def check_model(
+    name: str, options: Mapping[str, Any] | None = None, *, setting: str = "MODEL"
+) -> None:
+    """Make the model `name` once, so that a wrong name, a missing provider package or a
+    missing key stops the process at start (and the provider's import happens there, not in a
+    turn). `setting` is where the name came from, for the message: MODEL, or an assistant's
+    own `model`."""
+    if name != SCRIPTED:
+        _provider(name, setting)
     try:
         create_model(name, options=options)
-    except ModelUnavailable:
-        raise
     except ImportError as exc:
         provider = name.partition(":")[0]
         if provider in PROVIDER_EXTRAS:
             fix = f"run `uv sync --extra {provider}` (or `uv sync --all-extras`)"
         else:
             fix = f"this project ships no extra for it; {exc}"
-        raise ModelUnavailable(f"MODEL={name} needs its provider's package: {fix}.") from exc
+        raise ModelUnavailable(f"{setting}={name} needs its provider's package: {fix}.") from exc
     except Exception as exc:
-        raise ModelUnavailable(f"MODEL={name} cannot be used: {exc}") from exc
+        raise ModelUnavailable(f"{setting}={name} cannot be used: {exc}") from exc
 
 
 def model_spec(name: str, *, token_delay_ms: float) -> dict[str, Any]:

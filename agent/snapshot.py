@@ -13,6 +13,10 @@ from agent.text import visible_text
 
 PARAGRAPH_BREAK = "\n\n"
 APOLOGY = "Sorry, something went wrong while finishing this answer. Please try again."
+# A background job whose assistant this deployment no longer defines.
+ASSISTANT_GONE = (
+    "Sorry, this answer cannot be finished: the assistant it came from is no longer available."
+)
 INTERRUPTED = "This answer was stopped: a newer message or a cancel took its place."
 # Said after an answer that is not whole, so nobody takes it for the whole answer.
 CUT_SHORT_TEXT: dict[CutShort, str] = {

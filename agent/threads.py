@@ -12,12 +12,11 @@ from agent.state import SCHEMA_VERSION
 
 ThreadId = NewType("ThreadId", str)
 
-DEFAULT_ASSISTANT_ID = "default"
 # No ":" so the thread id splits back unambiguously.
 ASSISTANT_ID_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-def thread_key(chat_id: UUID, assistant_id: str = DEFAULT_ASSISTANT_ID) -> ThreadId:
+def thread_key(chat_id: UUID, assistant_id: str) -> ThreadId:
     """`chat_id:assistant_id`. The root checkpoint_ns stays "" because LangGraph's state API
     reads a non-empty root namespace as a subgraph path."""
     if not ASSISTANT_ID_PATTERN.fullmatch(assistant_id):

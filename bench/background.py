@@ -16,9 +16,9 @@ import psycopg
 from langchain_core.tools import BaseTool, tool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from agent.tools import demo_tools
 from bench.stack import NO_USER_LIMITS, create_chats
-from tests.support import fetch, running_stack, token_for
+from demo.tools import demo_tools
+from tests.support import fetch, helper_with, running_stack, token_for
 
 CONNECTIONS_SQL = """
 select count(*) as n from pg_stat_activity
@@ -66,7 +66,10 @@ async def resume_overhead(database_url: str, runs: int) -> list[float]:
     chats = await create_chats(database_url, user, runs + 1)
     tools = [*demo_tools(), stamp_tool(started)]
     async with running_stack(
-        database_url, tools=tools, wrap_intake=accepted_times(accepted), **NO_USER_LIMITS
+        database_url,
+        assistants=helper_with(tools),
+        wrap_intake=accepted_times(accepted),
+        **NO_USER_LIMITS,
     ) as s:
         for chat in chats:
             await s.respond(token_for(user), {"chatId": str(chat), "content": "/stamp now"})

@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from agent.graph import AGENT_NODE, build_agent_graph
 from agent.model import ScriptedChatModel
-from agent.tools import demo_tools
+from demo.tools import demo_tools
 from handlers.sse import sse
 
 FLOOR_PATH = "/floor"

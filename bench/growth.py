@@ -73,7 +73,7 @@ async def _sizes(database_url: str, thread: str) -> tuple[int, int, int]:
 async def measure(database_url: str, turns: int) -> list[TurnBytes]:
     user = uuid.uuid4()
     [chat] = await create_chats(database_url, user, 1)
-    thread = thread_key(chat)
+    thread = thread_key(chat, "default")
     out: list[TurnBytes] = []
     before = 0
     async with running_stack(database_url, **NO_USER_LIMITS) as stack:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from agent.graph import build_agent_graph
 from agent.model import ScriptedChatModel
-from agent.tools import demo_tools
+from demo.tools import demo_tools
 
 graph = build_agent_graph(
     ScriptedChatModel(token_delay_ms=0), demo_tools(), None, interrupt_before_tools=False

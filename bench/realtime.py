@@ -151,7 +151,7 @@ async def stream_round(
     each token reached the writer (unix time, draft length so far) and the final content."""
     model = ScriptedChatModel(token_delay_ms=1000 / rate)
     graph = build_agent_graph(model, [], InMemorySaver())
-    config = thread_config(thread_key(uuid.uuid4()))
+    config = thread_config(thread_key(uuid.uuid4(), "default"))
     prompt = " ".join(f"w{i}" for i in range(words))
     emitted: list[tuple[float, int]] = []
     length = 0

@@ -103,20 +103,23 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def run_dev(host: str, port: int, data_dir: Path | None) -> int:
-    from agent.model import ModelUnavailable, check_model
+    from agent.assistants import AssistantDefinitionError
     from devkit import dev_server
     from devkit.dev_home import DevHome, default_dev_dir
     from devkit.dev_logs import log_for_terminal
     from infra.settings import Settings
+    from turns.assistants import load_checked
 
     log_for_terminal()
     settings = Settings()
     try:
-        check_model(settings.model, settings.model_options(settings.model))
-    except ModelUnavailable as exc:
+        # Before anything starts: a definition that cannot run stops here, in one sentence.
+        assistants = load_checked(settings)
+    except AssistantDefinitionError as exc:
         print(f"handoff dev: {exc}", file=sys.stderr)
         return 1
-    return dev_server.run(settings, host, port, DevHome(data_dir or default_dev_dir()))
+    home = DevHome(data_dir or default_dev_dir())
+    return dev_server.run(settings, host, port, home, assistants)
 
 
 def model_extras() -> list[str]:

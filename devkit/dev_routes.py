@@ -51,7 +51,8 @@ def statuses_module() -> str:
 @dataclass(frozen=True)
 class DevSession:
     """The demo user the page and `handoff chat` act as; `mint` signs a fresh token. `anon_key`:
-    the project's anon key, which supabase-js and supabase-py connect to Realtime with."""
+    the project's anon key, which supabase-js and supabase-py connect to Realtime with. The
+    session names the deployment's default assistant too, whose rows the page shows."""
 
     user_id: UUID
     email: str
@@ -68,6 +69,7 @@ class SessionBody(BaseModel):
     email: str
     chat_id: UUID
     anon_key: str
+    assistant_id: str
 
 
 def _is_loopback(address: str) -> bool:
@@ -125,6 +127,7 @@ def install_dev_routes(
             email=session.email,
             chat_id=session.chat_id,
             anon_key=session.anon_key,
+            assistant_id=request.app.state.assistants.default.id,
         )
 
     app.include_router(router)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import jwt
 from fastapi import FastAPI
 
+from agent.assistants import Assistants
 from devkit.app import create_dev_app
 from devkit.change_feed import WAL_LEVEL_SQL
 from devkit.changes import close_change_feed
@@ -88,16 +89,17 @@ async def warn_without_logical_decoding(database_url: str) -> None:
         )
 
 
-def run(settings: Settings, host: str, port: int, home: DevHome) -> int:
+def run(settings: Settings, host: str, port: int, home: DevHome, assistants: Assistants) -> int:
     """`handoff dev` until Ctrl-C, SIGTERM or SIGHUP, which all stop it the same way: runs and
-    requests end, the embedded Postgres stops when no other dev server uses it. The exit code."""
+    requests end, the embedded Postgres stops when no other dev server uses it. The exit code.
+    `assistants`: those ASSISTANTS names, loaded and checked."""
     try:
         app_sock = listening_socket(host, port)
     except PortUnavailable as exc:
         print(f"handoff dev: {exc}.", file=sys.stderr)
         return 1
     with contextlib.suppress(KeyboardInterrupt):  # one before the handlers were in place
-        asyncio.run(_until_stopped(settings, app_sock, home))
+        asyncio.run(_until_stopped(settings, app_sock, home, assistants))
     return 0
 
 
@@ -113,7 +115,9 @@ class StopRequest:
         await self.requested.wait()
 
 
-async def _until_stopped(settings: Settings, app_sock: socket.socket, home: DevHome) -> None:
+async def _until_stopped(
+    settings: Settings, app_sock: socket.socket, home: DevHome, assistants: Assistants
+) -> None:
     main = asyncio.current_task()
     assert main is not None
     loop = asyncio.get_running_loop()
@@ -135,7 +139,7 @@ async def _until_stopped(settings: Settings, app_sock: socket.socket, home: DevH
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, on_signal, signum)
     try:
-        await dev_server(settings, app_sock, home, stop)
+        await dev_server(settings, app_sock, home, stop, assistants)
     except asyncio.CancelledError:
         if not received:
             raise
@@ -152,7 +156,11 @@ def _say(text: str) -> None:
 
 
 async def dev_server(
-    settings: Settings, app_sock: socket.socket, home: DevHome, stop: StopRequest
+    settings: Settings,
+    app_sock: socket.socket,
+    home: DevHome,
+    stop: StopRequest,
+    assistants: Assistants,
 ) -> None:
     """The whole stack on `app_sock`, until `stop` is requested."""
     settings, intake_sock = await _dev_settings(settings, home, app_sock.getsockname()[0])
@@ -167,7 +175,7 @@ async def dev_server(
     # OTEL_* variables name an endpoint).
     traces = Timeline()
     setup_telemetry(traces)
-    app = create_dev_app(settings)
+    app = create_dev_app(settings, assistants=assistants)
     stopping = asyncio.Event()
     app.add_middleware(RequestLog, stopping=stopping)
     quiet_stop()

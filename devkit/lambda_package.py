@@ -21,7 +21,8 @@ from pathlib import Path
 from devkit.import_closure import missing_from, third_party_imports
 
 # What both artefacts carry of ours; each adds its own shell, and devkit/ is in neither.
-CORE_PACKAGES = ("agent", "turns", "infra")
+# demo/ is the default ASSISTANTS, loaded by that name at start (no import finds it).
+CORE_PACKAGES = ("agent", "turns", "infra", "demo")
 PYTHON_VERSION = "3.12"
 # Lambda's python3.12 runs on Amazon Linux 2023, whose glibc is 2.34.
 PYTHON_PLATFORM = "x86_64-manylinux_2_34"

@@ -10,33 +10,33 @@ from typing import Any
 import inngest
 import inngest.fast_api
 from fastapi import FastAPI
-from langchain_core.tools import BaseTool
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from agent.model import check_model
-from agent.tools import demo_tools
+from agent.assistants import Assistants
 from functions.outbox_relay import create_outbox_relay
 from functions.tool_handoff import create_tool_handoff
 from infra import telemetry
 from infra.events import create_inngest_client
 from infra.runtime import Services
 from infra.settings import Settings
+from turns.assistants import checked, load_checked
 
 INNGEST_PATH = "/api/inngest"
 
 
-def create_inngest_app(settings: Settings, *, tools: list[BaseTool] | None = None) -> FastAPI:
-    """The `inngest` Lambda's app: the serve endpoint alone, with no documentation routes."""
-    check_model(settings.model, settings.model_options(settings.model))
+def create_inngest_app(settings: Settings, *, assistants: Assistants | None = None) -> FastAPI:
+    """The `inngest` Lambda's app: the serve endpoint alone, with no documentation routes.
+    `assistants`: those ASSISTANTS names unless given; either way checked here, at start."""
+    assistants = load_checked(settings) if assistants is None else checked(assistants, settings)
     app = FastAPI(title="Handoff functions", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.services = services = Services(settings)
-    serve_functions(app, create_inngest_client(settings), services, tools or demo_tools())
+    serve_functions(app, create_inngest_client(settings), services, assistants)
     return app
 
 
 def serve_functions(
-    app: FastAPI, client: inngest.Inngest, services: Services, tools: list[BaseTool]
+    app: FastAPI, client: inngest.Inngest, services: Services, assistants: Assistants
 ) -> list[inngest.Function[Any]]:
     """Serve the functions at INNGEST_PATH on `app`; the functions served."""
     app.add_middleware(
@@ -46,7 +46,7 @@ def serve_functions(
     )
     app.add_middleware(FlushTelemetry)
     functions = [
-        create_tool_handoff(client, services, tools),
+        create_tool_handoff(client, services, assistants),
         create_outbox_relay(client, services),
     ]
     # An unsigned PUT would sync the app at a URL taken from its Host header: only signed

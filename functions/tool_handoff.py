@@ -22,9 +22,9 @@ from functools import partial
 from typing import Any, Literal, NotRequired, ParamSpec, TypedDict, TypeVar
 
 import inngest
-from langchain_core.tools import BaseTool
 from pydantic import ValidationError
 
+from agent.assistants import Assistants
 from functions import prompts
 from functions.prompts import ask_wait_settle
 from infra import telemetry
@@ -57,7 +57,7 @@ class RunOutcome(TypedDict):
 
 
 def create_tool_handoff(
-    client: inngest.Inngest, services: Services, tools: list[BaseTool]
+    client: inngest.Inngest, services: Services, assistants: Assistants
 ) -> inngest.Function[Any]:
     large_outputs = LargeOutputs(services.settings.large_output_bucket)
 
@@ -70,7 +70,7 @@ def create_tool_handoff(
             "tool handoff failed",
             extra={"job_id": original["id"], "error": str(ctx.event.data.get("error"))},
         )
-        await fail_job(services, client, original["id"], original.get("data"))
+        await fail_job(services, client, assistants, original["id"], original.get("data"))
 
     @client.create_function(
         fn_id=FUNCTION_ID,
@@ -94,9 +94,14 @@ def create_tool_handoff(
             raise inngest.NonRetriableError("invalid chat/tool_handoff payload") from exc
         if not ctx.event.id:
             raise inngest.NonRetriableError("chat/tool_handoff needs an event id")
+        assistant = assistants.get(turn.assistant_id)
+        if assistant is None:
+            # Its turn began with an assistant since removed from ASSISTANTS: nothing can run
+            # it, and the failure handler ends its reply saying so.
+            raise inngest.NonRetriableError(f"no assistant {turn.assistant_id!r} in ASSISTANTS")
         job = BackgroundJob(
             services=services,
-            tools=tools,
+            assistant=assistant,
             job_key=ctx.event.id,
             run_id=ctx.run_id,
             turn=turn,

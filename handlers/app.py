@@ -9,10 +9,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
-from langchain_core.tools import BaseTool
 
-from agent.model import check_model
-from agent.tools import demo_tools
+from agent.assistants import Assistants
 from handlers import branches, chats, control, history, respond, usage
 from handlers.auth import Authenticator
 from handlers.deps import known_query_only, provide
@@ -22,24 +20,26 @@ from handlers.shutdown import AnswerWhileStopping, settle_turns
 from infra.events import create_inngest_client
 from infra.runtime import Services
 from infra.settings import Settings
+from turns.assistants import checked, load_checked
 from turns.streaming import TurnTasks
 
 
 def create_app(
     settings: Settings | None = None,
     *,
-    tools: list[BaseTool] | None = None,
+    assistants: Assistants | None = None,
     docs: bool = True,
     unlimited_paths: frozenset[str] = frozenset(),
 ) -> FastAPI:
     """The user-facing app: everything the respond Lambda serves, and nothing that runs tools in
     the background (its cold start pays for every import). `docs`: serve the OpenAPI schema and
     its pages (development does; a deployed function has no use for them). `unlimited_paths`:
-    endpoints mounted beside ours whose bodies the public body limit must not cut."""
+    endpoints mounted beside ours whose bodies the public body limit must not cut.
+    `assistants`: those ASSISTANTS names, loaded and checked, unless given (checked the same
+    way); a definition that cannot run raises AssistantDefinitionError here, at start."""
     settings = settings or Settings()
-    check_model(settings.model, settings.model_options(settings.model))
+    assistants = load_checked(settings) if assistants is None else checked(assistants, settings)
     services = Services(settings)
-    tools = tools if tools is not None else demo_tools()
     turns: TurnTasks = set()
 
     @asynccontextmanager
@@ -66,7 +66,7 @@ def create_app(
         services=services,
         authenticator=Authenticator(settings),
         events=create_inngest_client(settings),
-        tools=tools,
+        assistants=assistants,
         turns=turns,
     )
     app.state.on_shutdown = []

@@ -17,10 +17,15 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from agent.threads import DEFAULT_ASSISTANT_ID
-from handlers.deps import CurrentUser, ServicesDep, TurnHostDep
+from handlers.deps import (
+    AssistantsDep,
+    CurrentUser,
+    QueriedAssistant,
+    ServicesDep,
+    TurnHostDep,
+)
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
-from handlers.fields import NO_NUL, AssistantId, AssistantQuery
+from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
 from infra.store import branches, forks
 from infra.store.ids import ChatId
@@ -34,7 +39,7 @@ BranchPath = Annotated[str, Path(min_length=1, max_length=64), NO_NUL]
 class RegenerateRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
+    assistant_id: AssistantId = None
     # While a job of this chat and assistant is active: refuse (409), or cancel it. (Waiting
     # for it is not offered: a fork runs from its quick path.)
     multitask_strategy: Literal["reject", "interrupt"] = "reject"
@@ -73,7 +78,7 @@ class Branches(BaseModel):
 class ActivateRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
+    assistant_id: AssistantId = None
 
 
 class Activated(BaseModel):
@@ -99,18 +104,19 @@ async def regenerate(
     Streams as respond does; the new branch becomes the active one."""
     started = time.perf_counter()
     body = body or RegenerateRequest()
+    assistant = host.assistants.pick(body.assistant_id)
     target = await forks.regenerate_target(
         await host.services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
-        assistant_id=body.assistant_id,
+        assistant_id=assistant.id,
         message_id=message_id,
     )
     turn = new_turn(
         host.services.settings,
+        assistant,
         user_id=user.id,
         chat_id=ChatId(chat_id),
-        assistant_id=body.assistant_id,
         content=target.content,
         user_message_id=target.edit.message_id,
         edit=target.edit,
@@ -129,11 +135,11 @@ async def list_branches(
     chat_id: UUID,
     user: CurrentUser,
     services: ServicesDep,
-    assistant_id: AssistantQuery = DEFAULT_ASSISTANT_ID,
+    assistant: QueriedAssistant,
 ) -> Branches:
     """The thread's branches, oldest first, under RLS. A chat without turns has none."""
     rows = await branches.list_branches(
-        await services.pool(), user.claims, chat_id=ChatId(chat_id), assistant_id=assistant_id
+        await services.pool(), user.claims, chat_id=ChatId(chat_id), assistant_id=assistant.id
     )
     listed = [
         Branch(
@@ -170,6 +176,7 @@ async def activate(
     branch_id: BranchPath,
     user: CurrentUser,
     services: ServicesDep,
+    assistants: AssistantsDep,
     body: ActivateRequest | None = None,
 ) -> Activated:
     """Make `branch_id` the active branch: the history shows it, the next message continues it.
@@ -179,7 +186,7 @@ async def activate(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
-        assistant_id=body.assistant_id,
+        assistant_id=assistants.pick(body.assistant_id).id,
         branch=branch_id,
     )
     return Activated(active_branch_id=branch_id)

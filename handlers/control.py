@@ -10,8 +10,7 @@ from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from agent.threads import DEFAULT_ASSISTANT_ID
-from handlers.deps import CurrentUser, EventsDep, ServicesDep
+from handlers.deps import AssistantsDep, CurrentUser, EventsDep, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId, CallIdPath
 from infra.events import (
@@ -35,7 +34,7 @@ router = APIRouter()
 class CancelRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
+    assistant_id: AssistantId = None
 
 
 class CancelResponse(BaseModel):
@@ -57,13 +56,14 @@ async def cancel(
     user: CurrentUser,
     services: ServicesDep,
     events: EventsDep,
+    assistants: AssistantsDep,
     body: CancelRequest | None = None,
 ) -> CancelResponse:
     """Stop the chat's background job: its message ends `canceled` with the text shown so far.
 
     Canceling an idle chat changes nothing and is still accepted.
     """
-    assistant_id = (body or CancelRequest()).assistant_id
+    assistant_id = assistants.pick((body or CancelRequest()).assistant_id).id
     then = endings.Next(events, ChatId(chat_id), assistant_id)
     canceled = await endings.cancel(await services.pool(), then, user.claims)
     if canceled is None:
@@ -148,8 +148,8 @@ async def answer_question(
 ) -> AnswerResponse:
     """Answer the question the chat's background job is waiting on (`pendingQuestion`).
 
-    The answer is the result of the model's `ask_user` call. 409 when no such question waits
-    or it has its answer already.
+    The answer is the result of the model's question (a call of a tool marked `asks_user`).
+    409 when no such question waits or it has its answer already.
     """
     if not body.answer.strip():
         raise ApiError(422, "invalid_request", "answer: must not be blank")
@@ -169,7 +169,7 @@ async def answer_question(
 class PauseRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
+    assistant_id: AssistantId = None
 
 
 class PauseResponse(BaseModel):
@@ -187,7 +187,11 @@ class PauseResponse(BaseModel):
     responses=ERROR_RESPONSES,
 )
 async def pause(
-    chat_id: UUID, user: CurrentUser, services: ServicesDep, body: PauseRequest | None = None
+    chat_id: UUID,
+    user: CurrentUser,
+    services: ServicesDep,
+    assistants: AssistantsDep,
+    body: PauseRequest | None = None,
 ) -> PauseResponse:
     """Pause the chat's running job at its next step boundary (before its next tool step or
     model round): job and reply then show `paused`, and the job keeps the chat's slot until it
@@ -196,7 +200,7 @@ async def pause(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
-        assistant_id=(body or PauseRequest()).assistant_id,
+        assistant_id=assistants.pick((body or PauseRequest()).assistant_id).id,
     )
     return PauseResponse(pausing=True, reply_id=reply_id)
 
@@ -204,7 +208,7 @@ async def pause(
 class ResumeRequest(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, extra="forbid")
 
-    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
+    assistant_id: AssistantId = None
     instruction: Annotated[str | None, Field(max_length=4000), NO_NUL] = None
 
 
@@ -227,6 +231,7 @@ async def resume(
     user: CurrentUser,
     services: ServicesDep,
     events: EventsDep,
+    assistants: AssistantsDep,
     body: ResumeRequest | None = None,
 ) -> ResumeResponse:
     """Resume the chat's paused job; `instruction`, if given, goes to every later model round
@@ -237,7 +242,7 @@ async def resume(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
-        assistant_id=body.assistant_id,
+        assistant_id=assistants.pick(body.assistant_id).id,
         instruction=instruction or None,
     )
     # The job is resumed in the database: should the event be lost, the run finds so when its

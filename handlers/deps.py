@@ -13,10 +13,11 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from langchain_core.tools import BaseTool
 
+from agent.assistants import Assistant, Assistants
 from handlers.auth import Authenticator, AuthUser, InvalidToken
 from handlers.errors import ApiError
+from handlers.fields import AssistantQuery
 from infra.events import EventSender
 from infra.runtime import Services
 from turns.streaming import TurnHost, TurnTasks
@@ -30,14 +31,14 @@ def provide(
     services: Services,
     authenticator: Authenticator,
     events: EventSender,
-    tools: list[BaseTool],
+    assistants: Assistants,
     turns: TurnTasks,
 ) -> None:
     """Hand the app's shared objects to the dependencies below."""
     app.state.services = services
     app.state.authenticator = authenticator
     app.state.events = events
-    app.state.tools = tools
+    app.state.assistants = assistants
     app.state.turns = turns
 
 
@@ -53,10 +54,10 @@ async def get_events(request: Request) -> EventSender:
     return events
 
 
-async def get_tools(request: Request) -> list[BaseTool]:
-    """The agent's tools, which a turn's graph is built with."""
-    tools: list[BaseTool] = request.app.state.tools
-    return tools
+async def get_assistants(request: Request) -> Assistants:
+    """The deployment's assistants, loaded and checked once, when the app was made."""
+    assistants: Assistants = request.app.state.assistants
+    return assistants
 
 
 async def get_turns(request: Request) -> TurnTasks:
@@ -72,16 +73,24 @@ async def get_authenticator(request: Request) -> Authenticator:
 
 ServicesDep = Annotated[Services, Depends(get_services)]
 EventsDep = Annotated[EventSender, Depends(get_events)]
-ToolsDep = Annotated[list[BaseTool], Depends(get_tools)]
+AssistantsDep = Annotated[Assistants, Depends(get_assistants)]
 TurnsDep = Annotated[TurnTasks, Depends(get_turns)]
 AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
 
 
 async def get_turn_host(
-    services: ServicesDep, events: EventsDep, tools: ToolsDep, turns: TurnsDep
+    services: ServicesDep, events: EventsDep, assistants: AssistantsDep, turns: TurnsDep
 ) -> TurnHost:
     """What a route that starts a turn lends it."""
-    return TurnHost(services=services, events=events, tools=tools, turns=turns)
+    return TurnHost(services=services, events=events, assistants=assistants, turns=turns)
+
+
+async def get_queried_assistant(
+    assistants: AssistantsDep, assistant_id: AssistantQuery = None
+) -> Assistant:
+    """The assistant the query's `assistantId` names (UnknownAssistant: 404), the default one
+    when it names none."""
+    return assistants.pick(assistant_id)
 
 
 async def get_current_user(
@@ -95,6 +104,7 @@ async def get_current_user(
 
 TurnHostDep = Annotated[TurnHost, Depends(get_turn_host)]
 CurrentUser = Annotated[AuthUser, Depends(get_current_user)]
+QueriedAssistant = Annotated[Assistant, Depends(get_queried_assistant)]
 
 
 async def known_query_only(request: Request) -> None:

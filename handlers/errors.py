@@ -13,6 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from agent.assistants import UnknownAssistant
 from handlers.auth import InvalidToken
 from infra.db import PoolClosed
 from infra.store.admission import DuplicateMessage
@@ -69,6 +70,7 @@ ERRORS: dict[type[Exception], ApiError] = {
     UnknownUser: ApiError(401, "unauthorized", "Missing or invalid access token."),
     # 404, not 403: whether another user's chat exists is not for this user to learn.
     ChatNotFound: ApiError(404, "chat_not_found", "Chat not found."),
+    UnknownAssistant: ApiError(404, "assistant_not_found", "No such assistant."),
     JobAlreadyActive: ApiError(
         409, "job_in_progress", "A previous answer is still being prepared in this chat."
     ),

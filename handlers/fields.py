@@ -35,10 +35,11 @@ def _storable(value: object) -> object:
 
 NO_NUL = BeforeValidator(_storable)
 
-# The assistant a chat's thread belongs to, in a request body and in a query.
-AssistantId = Annotated[str, Field(pattern=ASSISTANT_ID_PATTERN.pattern), NO_NUL]
+# The assistant a chat's thread belongs to, in a request body and in a query; none names the
+# deployment's default assistant (handlers/deps.py `requested_assistant`).
+AssistantId = Annotated[str | None, Field(pattern=ASSISTANT_ID_PATTERN.pattern), NO_NUL]
 AssistantQuery = Annotated[
-    str, Query(alias="assistantId", pattern=ASSISTANT_ID_PATTERN.pattern), NO_NUL
+    str | None, Query(alias="assistantId", pattern=ASSISTANT_ID_PATTERN.pattern), NO_NUL
 ]
 # A tool call's or a question's id, as the model's provider made it, in a path.
 CallIdPath = Annotated[str, Path(pattern=r"^[A-Za-z0-9_.:-]{1,128}$"), NO_NUL]

@@ -10,10 +10,9 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from agent.threads import DEFAULT_ASSISTANT_ID
-from handlers.deps import CurrentUser, ServicesDep
+from handlers.deps import CurrentUser, QueriedAssistant, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
-from handlers.fields import NO_NUL, AssistantQuery
+from handlers.fields import NO_NUL
 from infra.store import branches
 from infra.store import history as history_store
 from infra.store.ids import ChatId
@@ -96,7 +95,7 @@ async def history(
     chat_id: UUID,
     user: CurrentUser,
     services: ServicesDep,
-    assistant_id: AssistantQuery = DEFAULT_ASSISTANT_ID,
+    assistant: QueriedAssistant,
     branch_id: Annotated[
         str | None, Query(alias="branchId", min_length=1, max_length=64), NO_NUL
     ] = None,
@@ -111,7 +110,7 @@ async def history(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
-        assistant_id=assistant_id,
+        assistant_id=assistant.id,
         branch=branch_id,
         every_branch=every_branch,
     )

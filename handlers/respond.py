@@ -11,7 +11,6 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from agent.threads import DEFAULT_ASSISTANT_ID
 from handlers.deps import CurrentUser, TurnHostDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId
@@ -32,7 +31,8 @@ class RespondRequest(BaseModel):
     # The client's own id for its message, to send it again without doubling it: scoped to the
     # chat, it names the stored message through `client_message_id`, which `metadata` returns.
     user_message_id: UUID | None = None
-    assistant_id: AssistantId = DEFAULT_ASSISTANT_ID
+    # None: the deployment's default assistant.
+    assistant_id: AssistantId = None
     # A user message of this chat and assistant to replace: the turn forks the thread from the
     # checkpoint that message's turn started from.
     edit_of: UUID | None = None
@@ -55,6 +55,7 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
     if not body.content.strip():
         raise ApiError(422, "invalid_request", "content: must not be blank")
     chat_id = ChatId(body.chat_id)
+    assistant = host.assistants.pick(body.assistant_id)
     edit = None
     if body.edit_of is not None:
         # Read under RLS first: it names the checkpoint the history comes from.
@@ -62,14 +63,14 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
             await services.pool(),
             user.claims,
             chat_id=chat_id,
-            assistant_id=body.assistant_id,
+            assistant_id=assistant.id,
             message_id=body.edit_of,
         )
     turn = new_turn(
         settings,
+        assistant,
         user_id=user.id,
         chat_id=chat_id,
-        assistant_id=body.assistant_id,
         content=body.content,
         user_message_id=(
             client_message_id(chat_id, body.user_message_id)

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=None, extra="ignore", frozen=True)
 
     database_url: str | None = None
+    # The deployment's assistants, `module:attribute` (docs/assistants.md).
+    assistants: str = "demo.assistants:ASSISTANTS"
+    # The model of every assistant that names none of its own.
     model: str = "scripted"
     scripted_token_delay_ms: int = Field(default=15, ge=0)
     # A provider's key and endpoint, like every other secret from the environment or SSM.

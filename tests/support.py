@@ -9,7 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -22,7 +22,9 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from starlette.types import ASGIApp
 
+from agent.assistants import Assistants
 from agent.threads import thread_config, thread_key
+from demo.assistants import ASSISTANTS as DEMO_ASSISTANTS
 from devkit.app import create_dev_app
 from devkit.local_inngest import (
     LocalInngest,
@@ -185,6 +187,12 @@ class Stack(Api):
         return run
 
 
+def helper_with(tools: list[BaseTool]) -> Assistants:
+    """The demo's assistants, the default one (its helper) with `tools` instead of its own."""
+    helper, *others = DEMO_ASSISTANTS
+    return Assistants([replace(helper, tools=tools), *others])
+
+
 def settings_for(database_url: str, inngest_origin: str, **overrides: Any) -> Settings:
     fields: dict[str, Any] = {
         "database_url": database_url,
@@ -219,20 +227,22 @@ async def in_process_app(database_url: str, **settings_overrides: Any) -> AsyncI
 async def running_stack(
     database_url: str,
     *,
-    tools: list[BaseTool] | None = None,
+    assistants: Assistants | None = None,
     wrap_intake: Callable[[ASGIApp], ASGIApp] | None = None,
     **settings_overrides: Any,
 ) -> AsyncIterator[Stack]:
     """The real app under uvicorn plus the local Inngest executor, on loopback ports.
 
-    `wrap_intake` wraps the executor's event intake (a bench times when events arrive)."""
+    `assistants`: the deployment's (ASSISTANTS' by default: the demo's; `helper_with` gives
+    its default assistant other tools). `wrap_intake` wraps the executor's event intake (a
+    bench times when events arrive)."""
     intake_sock, app_sock = loopback_socket(), loopback_socket()
     settings = settings_for(database_url, socket_origin(intake_sock), **settings_overrides)
     assert settings.inngest_signing_key is not None
     assert settings.inngest_event_key is not None
     signing_key = settings.inngest_signing_key.get_secret_value()
     event_key = settings.inngest_event_key.get_secret_value()
-    app = create_dev_app(settings, tools=tools)
+    app = create_dev_app(settings, assistants=assistants)
     origin = socket_origin(app_sock)
     executor = LocalInngest(
         serve_url=f"{origin}/api/inngest",

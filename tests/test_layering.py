@@ -21,7 +21,7 @@ import grimp
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agent", "turns", "handlers", "functions", "infra", "devkit")
+PACKAGES = ("agent", "turns", "handlers", "functions", "infra", "devkit", "demo")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 # What agent/ may import anywhere; `langchain` itself only inside a function.

@@ -15,23 +15,22 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.runnables import RunnableConfig
-from langchain_core.tools import BaseTool
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import StateSnapshot
 from opentelemetry.trace import SpanKind, StatusCode
 
+from agent.assistants import Assistant
 from agent.graph import (
     AGENT_NODE,
     AgentGraph,
-    CompiledGraphs,
     out_of_time,
     state_values,
     stream_agent_text,
@@ -54,10 +53,8 @@ from infra.store import branches
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.store.messages import MessageMetadata
 from infra.store.usage import Spent
+from turns.assistants import GRAPHS
 from turns.turn import Turn
-
-# Compiled once per model spec and tool set in this process, not once per turn or round.
-GRAPHS = CompiledGraphs()
 
 
 class IncompatibleCheckpoint(RuntimeError):
@@ -146,7 +143,7 @@ def _last_usage(state: StateSnapshot) -> UsageMetadata | None:
 async def load_run(
     pool: Pool,
     turn: Turn,
-    tools: Sequence[BaseTool],
+    assistant: Assistant,
     settings: Settings,
     *,
     opens: bool = True,
@@ -170,7 +167,7 @@ async def load_run(
         if edit is None or base is not None:
             durable = durable_saver(pool)
             known = await load_latest_into_memory(durable, memory, turn.thread_id, base)
-    graph = _graph(turn, tools, memory, settings)
+    graph = _graph(turn, assistant, memory, settings)
     config = thread_config(turn.thread_id)
     if turn.run_id:
         config["run_id"] = uuid.UUID(turn.run_id)
@@ -178,24 +175,25 @@ async def load_run(
 
 
 async def durable_state(
-    pool: Pool, turn: Turn, tools: Sequence[BaseTool], settings: Settings
+    pool: Pool, turn: Turn, assistant: Assistant, settings: Settings
 ) -> StateSnapshot:
     """The thread's head as stored: what a background job plans from and finalizes."""
-    graph = _graph(turn, tools, durable_saver(pool), settings)
+    graph = _graph(turn, assistant, durable_saver(pool), settings)
     return await graph.aget_state(thread_config(turn.thread_id))
 
 
 def _graph(
-    turn: Turn, tools: Sequence[BaseTool], saver: BaseCheckpointSaver[Any], settings: Settings
+    turn: Turn, assistant: Assistant, saver: BaseCheckpointSaver[Any], settings: Settings
 ) -> AgentGraph:
-    return GRAPHS.bound(
+    """The assistant's graph for the turn's model, bound to `saver`."""
+    graph = GRAPHS.graph(
+        assistant,
         turn.model_spec,
-        tools,
-        saver,
         max_tool_rounds=settings.max_tool_rounds,
         max_output_tokens=settings.max_turn_output_tokens,
         model_options=settings.model_options(str(turn.model_spec.get("model", ""))),
     )
+    return graph.copy(update={"checkpointer": saver})
 
 
 def check_schema(state: StateSnapshot) -> None:

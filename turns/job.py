@@ -19,8 +19,9 @@ from typing import Literal, Never
 
 from pydantic import ValidationError
 
+from agent.assistants import Assistants
 from agent.graph import state_values
-from agent.snapshot import APOLOGY, INCOMPATIBLE_VERSION, render_agent_snapshot
+from agent.snapshot import APOLOGY, ASSISTANT_GONE, INCOMPATIBLE_VERSION, render_agent_snapshot
 from agent.usage import turn_usage
 from infra import telemetry
 from infra.events import EventSender, TurnPayload
@@ -65,16 +66,16 @@ class BackgroundJob(JobScope):
 
     @property
     def rounds(self) -> Rounds:
-        return Rounds(self.services, self.tools, self.turn, self.job_key, self.run_id)
+        return Rounds(self.services, self.assistant, self.turn, self.job_key, self.run_id)
 
     @property
     def tool_calls(self) -> ToolCalls:
-        scope = (self.services, self.tools, self.job_key, self.run_id, self.turn)
+        scope = (self.services, self.assistant, self.job_key, self.run_id, self.turn)
         return ToolCalls(*scope, large_outputs=self.large_outputs)
 
     @property
     def prompts(self) -> Prompts:
-        return Prompts(self.services, self.tools, self.job_key, self.run_id, self.turn)
+        return Prompts(self.services, self.assistant, self.job_key, self.run_id, self.turn)
 
     def claimed(self, claim: Claimed) -> BackgroundJob:
         """The job as the claim found it in the database."""
@@ -92,7 +93,7 @@ class BackgroundJob(JobScope):
         turn = Turn.model_validate(job.payload)
         if job.attempt == 1 and turn.handed_off_at is not None:
             telemetry.RESUME_OVERHEAD.record(max(0.0, time.time() - turn.handed_off_at))
-        state = await durable_state(pool, turn, self.tools, settings)
+        state = await durable_state(pool, turn, self.assistant, settings)
         try:
             check_schema(state)
         except IncompatibleCheckpoint as exc:
@@ -108,7 +109,9 @@ class BackgroundJob(JobScope):
             raise JobFailed(str(exc)) from exc
         plan = Plan.first_round()
         if turn.kind == "handoff":
-            plan = plan_from(state, settings.max_parallel_tool_calls, asking_tools(self.tools))
+            plan = plan_from(
+                state, settings.max_parallel_tool_calls, asking_tools(self.assistant.tools)
+            )
             async with pool.connection() as conn:
                 if not plan.done and await pauses.pause_requested(conn, self.job_key):
                     plan = plan.paused()
@@ -147,7 +150,7 @@ class BackgroundJob(JobScope):
         False, and nothing changes, when a message steered into the job is not in the thread
         yet: another round answers it first."""
         pool = await self.services.pool()
-        state = await durable_state(pool, self.turn, self.tools, self.services.settings)
+        state = await durable_state(pool, self.turn, self.assistant, self.services.settings)
         values = state_values(state)
         snapshot = render_agent_snapshot(values)
         used = turn_usage(values)
@@ -173,12 +176,18 @@ class BackgroundJob(JobScope):
         return endings.Next(events, self.turn.chat_id, self.turn.assistant_id)
 
 
-async def fail_job(services: Services, events: EventSender, job_key: str, data: object) -> None:
-    """After the last retry: the reply says so in plain words, and the chat's slot is free."""
+async def fail_job(
+    services: Services, events: EventSender, assistants: Assistants, job_key: str, data: object
+) -> None:
+    """After the last retry, or at once for a turn whose assistant this deployment no longer
+    defines: the reply says so in plain words, and the chat's slot is free."""
     try:
         turn: Turn | None = Turn.model_validate(data)
     except ValidationError:
         turn = None  # not a turn's event: no chat to free
     then = endings.Next(events, turn.chat_id, turn.assistant_id) if turn is not None else None
+    text, error = APOLOGY, "job_failed"
+    if turn is not None and assistants.get(turn.assistant_id) is None:
+        text, error = ASSISTANT_GONE, "assistant_not_found"
     pool = await services.pool()
-    await endings.fail(pool, job_key=job_key, user_text=APOLOGY, error="job_failed", then=then)
+    await endings.fail(pool, job_key=job_key, user_text=text, error=error, then=then)

@@ -13,9 +13,9 @@ import logging
 from dataclasses import dataclass
 
 from langchain_core.messages import AnyMessage, ToolMessage
-from langchain_core.tools import BaseTool
 from langgraph.types import StateSnapshot
 
+from agent.assistants import Assistant
 from agent.errors import classify
 from agent.graph import (
     AGENT_NODE,
@@ -54,7 +54,7 @@ class Rounds:
     """The rounds of the job `job_key` for `turn`, as held by the Inngest run `run_id`."""
 
     services: Services
-    tools: list[BaseTool]
+    assistant: Assistant
     turn: Turn
     job_key: str
     run_id: str
@@ -116,7 +116,7 @@ class Rounds:
 
     async def _load(self, *, opens: bool) -> Run:
         pool = await self.services.pool()
-        return await load_run(pool, self.turn, self.tools, self.services.settings, opens=opens)
+        return await load_run(pool, self.turn, self.assistant, self.services.settings, opens=opens)
 
     async def _store(self, run: Run, *, opened: bool) -> Plan:
         """The round's checkpoints land in one transaction, while this run holds the job."""
@@ -131,7 +131,9 @@ class Rounds:
             if marks:
                 await branches.mark_reply(conn, self.turn.reply_id, marks)
             plan = plan_from(
-                state, self.services.settings.max_parallel_tool_calls, asking_tools(self.tools)
+                state,
+                self.services.settings.max_parallel_tool_calls,
+                asking_tools(self.assistant.tools),
             )
             if not plan.done and await pauses.pause_requested(conn, self.job_key):
                 plan = plan.paused()

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from langchain_core.tools import BaseTool
 
+from agent.assistants import Assistant
 from infra.db import Conn
 from infra.runtime import Services
 from infra.store import jobs
@@ -19,10 +20,10 @@ from turns.turn import Turn
 
 @dataclass(frozen=True)
 class JobScope:
-    """The job `job_key`, run by the Inngest run `run_id`, for `turn`."""
+    """The job `job_key`, run by the Inngest run `run_id`, for `turn` of `assistant`."""
 
     services: Services
-    tools: list[BaseTool]
+    assistant: Assistant
     job_key: str
     run_id: str
     turn: Turn
@@ -32,7 +33,7 @@ class JobScope:
         return {"chat_id": str(self.turn.chat_id), "job_id": self.job_key}
 
     def tool(self, name: str) -> BaseTool | None:
-        return next((t for t in self.tools if t.name == name), None)
+        return next((t for t in self.assistant.tools if t.name == name), None)
 
     async def holds(self, conn: Conn) -> bool:
         """Whether this run still holds the job (the fence a cancel waits for)."""

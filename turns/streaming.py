@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.tools import BaseTool
 from opentelemetry import trace
 from opentelemetry.trace import Span
 
-from agent.model import model_spec
+from agent.assistants import Assistant, Assistants
 from agent.threads import thread_key
 from infra import telemetry
 from infra.db import Pool
@@ -29,6 +28,7 @@ from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import TurnLimits
 from infra.store.steers import SteeredJob
+from turns.assistants import turn_model_spec
 from turns.engine import Run, load_run
 from turns.quick import Emit, run_turn
 from turns.start import Slot, Strategy, start_turn
@@ -52,36 +52,37 @@ class TurnStream:
 @dataclass(frozen=True)
 class TurnHost:
     """What the process serving turns lends each of them: its services and event client, the
-    agent's tools, and the set of turns still running, which its shutdown waits for."""
+    deployment's assistants, and the set of turns still running, which its shutdown waits
+    for."""
 
     services: Services
     events: EventSender
-    tools: Sequence[BaseTool]
+    assistants: Assistants
     turns: TurnTasks
 
 
 def new_turn(
     settings: Settings,
+    assistant: Assistant,
     *,
     user_id: UserId,
     chat_id: ChatId,
-    assistant_id: str,
     content: str,
     user_message_id: MessageId | None = None,
     edit: Edit | None = None,
 ) -> Turn:
-    """A turn answering `content`: its reply, run and job get new ids; the user's message gets
-    one too unless `user_message_id` names it."""
+    """A turn of `assistant` answering `content`: its reply, run and job get new ids; the
+    user's message gets one too unless `user_message_id` names it."""
     return Turn(
         user_id=user_id,
         chat_id=chat_id,
-        assistant_id=assistant_id,
-        thread_id=thread_key(chat_id, assistant_id),
+        assistant_id=assistant.id,
+        thread_id=thread_key(chat_id, assistant.id),
         user_message_id=user_message_id or MessageId(uuid.uuid4()),
         reply_id=MessageId(uuid.uuid4()),
         run_id=str(uuid.uuid4()),
         content=content,
-        model_spec=model_spec(settings.model, token_delay_ms=settings.scripted_token_delay_ms),
+        model_spec=turn_model_spec(assistant, settings),
         job_key=str(uuid.uuid4()),
         edit=edit,
     )
@@ -146,7 +147,8 @@ async def _start(
         # Both stand between the request and its first token and neither needs the other, so
         # the thread's history loads while the user's message is stored. If the chat turns out
         # not to be the caller's, the history is dropped unread: none of it reaches the response.
-        run = asyncio.create_task(load_run(pool, turn, host.tools, settings))
+        assistant = host.assistants.pick(turn.assistant_id)
+        run = asyncio.create_task(load_run(pool, turn, assistant, settings))
         try:
             slot = await start_turn(
                 pool, claims, turn, strategy=strategy, turn_limits=turn_limits(settings)

@@ -123,7 +123,7 @@ class ToolCalls(JobScope):
         """The tool's output; ToolCallFailed when the call itself is wrong."""
         tool = self.tool(call["name"])
         if tool is None:
-            known = ", ".join(sorted(t.name for t in self.tools))
+            known = ", ".join(sorted(t.name for t in self.assistant.tools))
             raise ToolCallFailed(f"Error: there is no tool {call['name']!r}. Tools: {known}.")
         if problems := argument_problems(tool, call["args"]):
             raise ToolCallFailed(problems)

@@ -4,8 +4,6 @@
 
 import { ENDED_REPLY_STATUSES, LIVE_REPLY_STATUSES } from './statuses.js';
 
-const ASSISTANT_ID = 'default';
-
 export const state = {
   client: null,
   session: null,
@@ -182,7 +180,8 @@ export function applyHistory(rows) {
 }
 
 function onMessageRow(row) {
-  if (row.assistant_id && row.assistant_id !== ASSISTANT_ID) return null;
+  // The page talks to the deployment's default assistant, which the session names.
+  if (row.assistant_id && row.assistant_id !== state.session?.assistantId) return null;
   if (row.role !== 'user' && row.role !== 'assistant') return null;
   const metadata = row.metadata || {};
   if (metadata.stale) {

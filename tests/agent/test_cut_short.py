@@ -22,7 +22,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agent.graph import build_agent_graph, state_values
 from agent.snapshot import CUT_SHORT_TEXT, render_agent_snapshot
 from agent.threads import thread_config, thread_key
-from agent.tools import demo_tools
+from demo.tools import demo_tools
 
 
 class Replies(BaseChatModel):
@@ -84,7 +84,7 @@ class Replies(BaseChatModel):
 
 async def answer(model: Replies) -> tuple[str, str | None]:
     graph = build_agent_graph(model, demo_tools(), InMemorySaver())
-    config = thread_config(thread_key(uuid.uuid4()))
+    config = thread_config(thread_key(uuid.uuid4(), "default"))
     await graph.ainvoke({"messages": [HumanMessage(content="hi")]}, config)
     snapshot = render_agent_snapshot(state_values(await graph.aget_state(config)))
     assert snapshot.status == "completed"

@@ -30,7 +30,7 @@ from langchain_core.messages import (
 )
 from langchain_core.runnables import Runnable
 
-from agent.tools import calc
+from demo.tools import calc
 from tests.fake_providers import (
     CleanEof,
     CutStream,

@@ -32,7 +32,7 @@ from agent.model import (
 from agent.snapshot import PARAGRAPH_BREAK, ToolProgress, render_agent_snapshot
 from agent.state import AgentState
 from agent.threads import thread_config, thread_key
-from agent.tools import demo_tools
+from demo.tools import demo_tools
 
 
 def make_graph(
@@ -54,7 +54,7 @@ def make_graph(
 
 
 def new_thread() -> RunnableConfig:
-    return thread_config(thread_key(uuid.uuid4()))
+    return thread_config(thread_key(uuid.uuid4(), "default"))
 
 
 def said(text: str) -> AgentState:

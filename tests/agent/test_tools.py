@@ -11,20 +11,18 @@ from langchain_core.messages import ToolCall, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import ValidationError
 
-from agent.mail import MAILER
-from agent.threads import DEFAULT_ASSISTANT_ID, thread_config, thread_key
-from agent.tools import (
+from agent.threads import thread_config, thread_key
+from agent.tools import ToolInputError, asks_user, requires_approval
+from demo.mail import MAILER
+from demo.tools import (
     MAX_EXPRESSION_CHARS,
     MAX_REPORT_KB,
     MAX_SLEEP_SECONDS,
-    ToolInputError,
     ask_user,
-    asks_user,
     calc,
     demo_tools,
     evaluate,
     report,
-    requires_approval,
     send_email,
     sleep,
 )
@@ -269,13 +267,12 @@ def test_the_model_is_told_the_recipient_is_an_email_address() -> None:
 def test_thread_key_is_chat_then_assistant() -> None:
     chat_id = uuid.uuid4()
     assert thread_key(chat_id, "planner") == f"{chat_id}:planner"
-    assert thread_key(chat_id) == f"{chat_id}:{DEFAULT_ASSISTANT_ID}" == f"{chat_id}:default"
 
 
 def test_each_assistant_in_a_chat_gets_its_own_thread() -> None:
     chat_id = uuid.uuid4()
     assert thread_key(chat_id, "a") != thread_key(chat_id, "b")
-    assert thread_key(chat_id) != thread_key(uuid.uuid4())
+    assert thread_key(chat_id, "a") != thread_key(uuid.uuid4(), "a")
 
 
 @pytest.mark.parametrize("assistant_id", ["", "a:b", ":", "has space", "x" * 65, "é"])
@@ -291,6 +288,6 @@ def test_thread_key_splits_back_into_chat_and_assistant() -> None:
 
 
 def test_thread_config_keeps_the_root_namespace_empty() -> None:
-    key = thread_key(uuid.uuid4())
+    key = thread_key(uuid.uuid4(), "default")
     config = thread_config(key, checkpoint_id="abc")
     assert config["configurable"] == {"thread_id": key, "checkpoint_ns": "", "checkpoint_id": "abc"}

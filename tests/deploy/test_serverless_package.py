@@ -227,6 +227,7 @@ def test_each_artefact_fits_lambda_and_holds_its_entry_point(
         "agent",
         "turns",
         "infra",
+        "demo",
         "fastapi",
         "inngest",
         "langgraph",

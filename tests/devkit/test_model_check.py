@@ -1,9 +1,12 @@
-"""A MODEL that cannot work stops `handoff dev` at start, with one sentence that says what to do."""
+"""A MODEL, or an ASSISTANTS definition, that cannot work stops `handoff dev` and both Lambda
+entries at start, with one sentence that says what to do."""
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -34,6 +37,38 @@ def test_handoff_dev_refuses_a_model_it_cannot_use(model: str, says: str) -> Non
     assert line.startswith("handoff dev: ")
     assert says in line
     assert done.stdout == ""
+
+
+def test_handoff_dev_refuses_an_assistants_reference_it_cannot_load() -> None:
+    env = {
+        **os.environ,
+        "ASSISTANTS": "no_such_module:ASSISTANTS",
+        "DATABASE_URL": "postgresql://unused@127.0.0.1:1/x",
+    }
+    done = subprocess.run(  # noqa: S603 - the project's own command
+        [HANDOFF, "dev", "--port", "0"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("handoff dev: ASSISTANTS=no_such_module:ASSISTANTS: module")
+    assert done.stdout == ""
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("entry", ["handlers.lambda_respond", "functions.lambda_inngest"])
+def test_a_lambda_fails_at_init_with_the_broken_definition(entry: str) -> None:
+    env = {**os.environ, "MODEL": "openai:gpt-4o-mini", "PYTHONPATH": str(ROOT)}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("SSM_PARAMETER_PATH", None)
+    done = subprocess.run(  # noqa: S603 - the project's own module
+        [sys.executable, "-c", f"import {entry}"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("agent.assistants.AssistantDefinitionError: Assistant 'default': ")
+    assert "MODEL=openai:gpt-4o-mini cannot be used" in last
 
 
 def test_the_scripted_model_needs_nothing() -> None:

@@ -10,11 +10,11 @@ from typing import Any
 from langchain_core.tools import tool
 from opentelemetry.sdk.trace import TracerProvider
 
-from agent.tools import demo_tools
+from demo.tools import demo_tools
 from devkit import timeline
 from devkit.timeline import MESSAGE_ID, Timeline
 from infra import telemetry
-from tests.support import create_user_with_chat, running_stack, token_for
+from tests.support import create_user_with_chat, helper_with, running_stack, token_for
 from tests.telemetry_sdk import TIMELINE, install_sdk
 
 QUICK = {"load history", "store message", "chat scripted", "draft write", "persist", "handoff"}
@@ -116,7 +116,7 @@ def flaky(input: str) -> str:
 async def test_a_failed_step_and_its_retry_are_both_in_the_timeline(database_url: str) -> None:
     install_sdk()
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url, tools=[*demo_tools(), flaky]) as stack:
+    async with running_stack(database_url, assistants=helper_with([*demo_tools(), flaky])) as stack:
         timeline.install(stack.app, TIMELINE)
         # GIVEN a tool call whose step fails once, and passes when Inngest retries it
         events = await stack.respond(

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 
-from agent.mail import MAILER
+from demo.mail import MAILER
 from tests.support import (
     create_user_with_chat,
     execute,

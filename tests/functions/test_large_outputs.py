@@ -19,7 +19,7 @@ from moto import mock_aws
 from mypy_boto3_s3 import S3Client
 from mypy_boto3_s3.type_defs import LifecycleRuleTypeDef
 
-from agent.tools import report
+from demo.tools import report
 from infra.large_outputs import (
     KEY_PREFIX,
     LARGE_OUTPUT_BYTES,
@@ -34,6 +34,7 @@ from tests.support import (
     create_user_with_chat,
     durable_messages,
     fetch,
+    helper_with,
     running_stack,
     token_for,
 )
@@ -214,7 +215,7 @@ async def test_an_output_of_multibyte_text_is_cut_between_characters(database_ur
     # GIVEN a tool whose output is mostly characters of 2 to 4 UTF-8 bytes, and `<`, `>`, `&`,
     # each of which a step output takes as a six- or twelve-byte escape
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url, tools=[postcards]) as stack:
+    async with running_stack(database_url, assistants=helper_with([postcards])) as stack:
         await stack.respond(
             token_for(user_id), {"chatId": str(chat_id), "content": "/postcards 8000"}
         )

@@ -48,7 +48,9 @@ async def test_a_handoff_event_and_payload_of_the_previous_shape_run_to_the_end(
         # AND its job's payload and its event as the previous build wrote them
         [job] = await fetch(database_url, "select idempotency_key from job_runs")
         [user] = await fetch(database_url, "select id from message where role = 'user'")
-        [checkpoint] = await fetch(database_url, LATEST_CHECKPOINT_SQL, thread_key(chat_id))
+        [checkpoint] = await fetch(
+            database_url, LATEST_CHECKPOINT_SQL, thread_key(chat_id, "default")
+        )
         event = recorded_event(
             {
                 "job_key": job["idempotency_key"],

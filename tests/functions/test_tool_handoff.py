@@ -10,10 +10,17 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 
-from agent.tools import demo_tools
+from demo.tools import demo_tools
 from functions.tool_handoff import RETRIES
 from infra.events import HANDOFF_EVENT
-from tests.support import create_user_with_chat, durable_messages, fetch, running_stack, token_for
+from tests.support import (
+    create_user_with_chat,
+    durable_messages,
+    fetch,
+    helper_with,
+    running_stack,
+    token_for,
+)
 
 
 async def test_parallel_tool_calls_each_run_once_as_their_own_step(database_url: str) -> None:
@@ -85,7 +92,9 @@ def broken(input: str) -> str:
 
 async def test_a_tool_that_fails_every_retry_is_answered_to_the_model(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url, tools=[*demo_tools(), broken]) as stack:
+    async with running_stack(
+        database_url, assistants=helper_with([*demo_tools(), broken])
+    ) as stack:
         await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "/broken x"})
         await stack.executor.wait_idle()
         run = stack.handoff_run()
@@ -146,7 +155,7 @@ def flaky(input: str) -> str:
 
 async def test_transient_tool_errors_are_retried(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
-    async with running_stack(database_url, tools=[*demo_tools(), flaky]) as stack:
+    async with running_stack(database_url, assistants=helper_with([*demo_tools(), flaky])) as stack:
         await stack.respond(
             token_for(user_id), {"chatId": str(chat_id), "content": f"/flaky {chat_id}"}
         )

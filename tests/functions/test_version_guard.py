@@ -32,7 +32,9 @@ async def hand_off_with_checkpoints_of(
     )
     assert events[-1][0] == "handoff"
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute(SET_VERSION_SQL, {"version": version, "thread_id": thread_key(chat_id)})
+        await conn.execute(
+            SET_VERSION_SQL, {"version": version, "thread_id": thread_key(chat_id, "default")}
+        )
     stack.executor.fire(f"{stack.settings.inngest_app_id}-outbox-relay")
     await stack.executor.wait_idle()
     return chat_id
@@ -86,7 +88,7 @@ async def test_a_new_message_on_an_unreadable_thread_gets_a_clear_error(database
     async with running_stack(database_url) as stack:
         await stack.respond(token, {"chatId": str(chat_id), "content": "hello"})
         async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-            params = {"version": SCHEMA_VERSION + 1, "thread_id": thread_key(chat_id)}
+            params = {"version": SCHEMA_VERSION + 1, "thread_id": thread_key(chat_id, "default")}
             await conn.execute(SET_VERSION_SQL, params)
         events = await stack.respond(token, {"chatId": str(chat_id), "content": "and now?"})
         assert [name for name, _ in events][-1] == "error"

@@ -101,7 +101,7 @@ async def test_a_second_message_while_a_job_runs_is_409(database_url: str) -> No
         assert_error(second, 409, "job_in_progress")
         # Another assistant in the same chat is not blocked.
         other = await stack.respond(
-            token, {"chatId": str(chat_id), "content": "hello", "assistantId": "other"}
+            token, {"chatId": str(chat_id), "content": "hello", "assistantId": "calculator"}
         )
         assert other[-1][0] == "done"
         await stack.executor.wait_idle()

@@ -101,7 +101,7 @@ async def test_canceling_an_idle_chat_is_harmless(database_url: str) -> None:
         await stack.respond(token, {"chatId": str(chat_id), "content": "hi"})
         idle = {"canceled": False, "assistantMessageId": None}
         assert ok(await stack.cancel(token, chat_id), 202) == idle
-        assert ok(await stack.cancel(token, chat_id, assistantId="other"), 202) == idle
+        assert ok(await stack.cancel(token, chat_id, assistantId="calculator"), 202) == idle
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
     assert message["status"] == "completed"
 

@@ -44,7 +44,7 @@ def said(messages: list[BaseMessage]) -> list[str]:
 async def messages_at(database_url: str, chat_id: uuid.UUID, checkpoint_id: str) -> list[str]:
     async with await connect(database_url) as conn:
         found = await AsyncPostgresSaver(conn).aget_tuple(
-            thread_config(thread_key(chat_id), checkpoint_id=checkpoint_id)
+            thread_config(thread_key(chat_id, "default"), checkpoint_id=checkpoint_id)
         )
     assert found is not None
     return [str(m.content) for m in found.checkpoint["channel_values"]["messages"]]

@@ -100,12 +100,12 @@ async def test_assistants_in_one_chat_keep_separate_histories(database_url: str)
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
     async with in_process_app(database_url) as stack:
-        for assistant, content in [("alpha", "one"), ("beta", "two"), ("alpha", "three")]:
+        for assistant, content in [("default", "one"), ("calculator", "two"), ("default", "three")]:
             events = await stack.respond(
                 token, {"chatId": str(chat_id), "content": content, "assistantId": assistant}
             )
             assert events[-1][0] == "done"
-    alpha = await durable_messages(database_url, chat_id, "alpha")
-    beta = await durable_messages(database_url, chat_id, "beta")
-    assert [m.content for m in alpha if isinstance(m, HumanMessage)] == ["one", "three"]
-    assert [m.content for m in beta if isinstance(m, HumanMessage)] == ["two"]
+    helper = await durable_messages(database_url, chat_id, "default")
+    calculator = await durable_messages(database_url, chat_id, "calculator")
+    assert [m.content for m in helper if isinstance(m, HumanMessage)] == ["one", "three"]
+    assert [m.content for m in calculator if isinstance(m, HumanMessage)] == ["two"]

@@ -11,7 +11,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agent.graph import build_agent_graph
 from agent.model import create_model
 from agent.threads import thread_config, thread_key
-from agent.tools import demo_tools
+from demo.tools import demo_tools
 from infra.db import Pool
 from infra.migrate import migrate
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
@@ -132,7 +132,7 @@ async def test_a_message_that_ended_gets_no_new_draft(database_url: str, pool: P
 
 
 async def test_checkpoints_copy_from_memory_and_back(pool: Pool) -> None:
-    thread_id = thread_key(uuid.uuid4())
+    thread_id = thread_key(uuid.uuid4(), "default")
     config = thread_config(thread_id)
     model = create_model("scripted", token_delay_ms=0)
     # GIVEN a run in memory that paused before tools

@@ -26,8 +26,8 @@ from langchain_core.tools import BaseTool, tool
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from agent.tools import demo_tools
-from agent.tools import sleep as demo_sleep
+from demo.tools import demo_tools
+from demo.tools import sleep as demo_sleep
 from infra.migrate import migrate
 from infra.runtime import Services
 from tests.databases import fresh_database, migrated_template, resolve_server_url, with_database
@@ -38,6 +38,7 @@ from tests.support import (
     create_user_with_chat,
     durable_messages,
     fetch,
+    helper_with,
     running_stack,
     token_for,
 )
@@ -88,7 +89,9 @@ async def postgres_restart_run(
         user_id, chat_id = await create_user_with_chat(database_url)
         token = token_for(user_id)
         sleeping = asyncio.Event()
-        async with running_stack(database_url, tools=_tools_reporting_sleep(sleeping)) as stack:
+        async with running_stack(
+            database_url, assistants=helper_with(_tools_reporting_sleep(sleeping))
+        ) as stack:
             await _warm_pool(stack, warm_connections)
             started = time.monotonic()
             seen.turns.append(await _send(stack, token, chat_id, f"/sleep {sleep_seconds:g}"))

@@ -36,6 +36,7 @@ from tests.support import (
     create_user_with_chat,
     durable_messages,
     fetch,
+    helper_with,
     parse_sse,
     running_stack,
     token_for,
@@ -122,7 +123,9 @@ async def _enqueued_turn(
     user_id, chat_id = await create_user_with_chat(url, chat_id=chat_id)
     token = token_for(user_id)
     tools = recording_tools(url)
-    async with running_stack(url, tools=tools, scripted_token_delay_ms=10) as stack:
+    async with running_stack(
+        url, assistants=helper_with(tools), scripted_token_delay_ms=10
+    ) as stack:
         if drop is not None:
             stack.executor.drop_step_output(drop)
         started = time.perf_counter()

@@ -29,7 +29,7 @@ from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.tools import BaseTool, InjectedToolCallId, tool
 
 from agent.snapshot import CUT_SHORT_TEXT, RESTARTED_TEXT, STOPPED_TEXT
-from agent.tools import demo_tools
+from demo.tools import demo_tools
 from tests.dev_server import dev_servers, start_handoff_dev
 from tests.fake_providers import (
     CutStream,
@@ -48,6 +48,7 @@ from tests.support import (
     create_user_with_chat,
     durable_messages,
     fetch,
+    helper_with,
     running_stack,
     token_for,
 )
@@ -177,7 +178,7 @@ async def duplicate_deliveries(databases: Databases) -> list[Figures]:
     async with databases() as url:
         await prepare(url)
         user_id, chat_id = await create_user_with_chat(url)
-        async with running_stack(url, tools=recording_tools(url)) as stack:
+        async with running_stack(url, assistants=helper_with(recording_tools(url))) as stack:
             started = time.perf_counter()
             events = await stack.respond(
                 token_for(user_id), {"chatId": str(chat_id), "content": PARALLEL_TEXT}
@@ -212,7 +213,7 @@ async def replay_after_failure(databases: Databases) -> list[Figures]:
         await prepare(url)
         await fetch(url, "insert into database_outage default values returning since")
         user_id, chat_id = await create_user_with_chat(url)
-        async with running_stack(url, tools=recording_tools(url)) as stack:
+        async with running_stack(url, assistants=helper_with(recording_tools(url))) as stack:
             started = time.perf_counter()
             events = await stack.respond(
                 token_for(user_id), {"chatId": str(chat_id), "content": TWO_ROUNDS_TEXT}
@@ -236,7 +237,7 @@ async def _two_round_turn(
     """One two-round turn; `drop` names the step whose output is lost once after it ran."""
     await prepare(url)
     user_id, chat_id = await create_user_with_chat(url, chat_id=chat_id)
-    async with running_stack(url, tools=recording_tools(url)) as stack:
+    async with running_stack(url, assistants=helper_with(recording_tools(url))) as stack:
         if drop is not None:
             stack.executor.drop_step_output(drop)
         started = time.perf_counter()
@@ -292,7 +293,9 @@ async def outbox_resend(databases: Databases) -> list[Figures]:
     async with databases() as url:
         await prepare(url)
         user_id, chat_id = await create_user_with_chat(url)
-        async with running_stack(url, tools=recording_tools(url), outbox_grace_s=0) as stack:
+        async with running_stack(
+            url, assistants=helper_with(recording_tools(url)), outbox_grace_s=0
+        ) as stack:
             stack.executor.refuse_events(5)  # every try the SDK makes
             started = time.perf_counter()
             events = await stack.respond(
@@ -324,7 +327,7 @@ async def client_disconnect(databases: Databases) -> list[Figures]:
         await prepare(url)
         user_id, chat_id = await create_user_with_chat(url)
         async with running_stack(
-            url, tools=recording_tools(url), scripted_token_delay_ms=20
+            url, assistants=helper_with(recording_tools(url)), scripted_token_delay_ms=20
         ) as stack:
             started = time.perf_counter()
             async with stack.http.stream(
@@ -355,7 +358,10 @@ async def round_past_budget(databases: Databases) -> list[Figures]:
         await prepare(url)
         user_id, chat_id = await create_user_with_chat(url)
         async with running_stack(
-            url, tools=recording_tools(url), scripted_token_delay_ms=20, round_budget_s=0.3
+            url,
+            assistants=helper_with(recording_tools(url)),
+            scripted_token_delay_ms=20,
+            round_budget_s=0.3,
         ) as stack:
             started = time.perf_counter()
             events = await stack.respond(
@@ -418,7 +424,9 @@ async def quick_path_killed(databases: Databases) -> list[Figures]:
                         if tokens == 10:
                             break
                 await server.kill()
-        async with running_stack(url, tools=recording_tools(url), turn_lease_s=1) as stack:
+        async with running_stack(
+            url, assistants=helper_with(recording_tools(url)), turn_lease_s=1
+        ) as stack:
             await asyncio.sleep(1.1)
             events = await stack.respond(token, {"chatId": str(chat_id), "content": "/record a"})
             await stack.executor.wait_idle(RUN_TIMEOUT_S)
@@ -461,7 +469,7 @@ async def large_tool_output(databases: Databases) -> list[Figures]:
     async with databases() as url:
         await prepare(url)
         user_id, chat_id = await create_user_with_chat(url)
-        async with running_stack(url, tools=recording_tools(url)) as stack:
+        async with running_stack(url, assistants=helper_with(recording_tools(url))) as stack:
             started = time.perf_counter()
             events = await stack.respond(
                 token_for(user_id), {"chatId": str(chat_id), "content": "/report 3000"}
@@ -510,7 +518,7 @@ async def one_users_burst(databases: Databases) -> list[Figures]:
             chats.append(chat_id)
         token = token_for(user_id)
         async with running_stack(
-            url, tools=recording_tools(url), max_active_turns_per_user=MAX_ACTIVE
+            url, assistants=helper_with(recording_tools(url)), max_active_turns_per_user=MAX_ACTIVE
         ) as stack:
             started = time.perf_counter()
 
@@ -576,7 +584,7 @@ async def round_answered_anew(databases: Databases) -> list[Figures]:
             user_id, chat_id = await create_user_with_chat(url)
             async with running_stack(
                 url,
-                tools=recording_tools(url),
+                assistants=helper_with(recording_tools(url)),
                 model="openai:gpt-4o-mini",
                 openai_base_url=fake.openai_base_url,
                 openai_api_key="test-key",

@@ -55,7 +55,8 @@ export class HandoffClient extends EventTarget {
     this.realtime = { client: null, key: null };
   }
 
-  // The demo user's session: { token, userId, email, chatId, anonKey }.
+  // The demo user's session: { token, userId, email, chatId, anonKey, assistantId }, the
+  // last the deployment's default assistant, whom the page's requests leave unnamed.
   async signIn() {
     this.session = await this.api('/api/dev/session', { session: null });
     return this.session;

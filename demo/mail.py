@@ -2,7 +2,7 @@
 
 It keeps each email it sends under the idempotency key its sender gave, as an email API that
 takes one does (Resend's `Idempotency-Key`: a send repeated with a key seen in the last 24 hours
-sends nothing and answers with the first send's email). `send_email` (agent/tools.py) gives its
+sends nothing and answers with the first send's email). `send_email` (demo/tools.py) gives its
 tool call's id, so a call that runs twice, because the process died after the send and before
 its result was stored, sends one email.
 
