@@ -78,12 +78,19 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     configure_logging()
     if args.command == "migrate":
+        from agent.assistants import AssistantDefinitionError, load_assistants
         from infra.migrate import migrate
 
         settings = Settings()
         if not settings.database_url:
             parser.error("DATABASE_URL is not set")
-        applied = asyncio.run(migrate(settings.database_url))
+        try:
+            # The catalogue of assistants follows the code; their models are not made here,
+            # where the providers' keys need not be.
+            assistants = load_assistants(settings.assistants)
+        except AssistantDefinitionError as exc:
+            parser.exit(1, f"handoff migrate: {exc}\n")
+        applied = asyncio.run(migrate(settings.database_url, assistants))
         print(
             f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
         )

@@ -166,7 +166,7 @@ async def dev_server(
     settings, intake_sock = await _dev_settings(settings, home, app_sock.getsockname()[0])
     assert settings.database_url
     assert settings.supabase_jwt_secret
-    applied = await migrate(settings.database_url)
+    applied = await migrate(settings.database_url, assistants)
     print(f"migrations: {len(applied)} applied", flush=True)
     await seed_demo(settings.database_url)
     await warn_without_logical_decoding(settings.database_url)

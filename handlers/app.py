@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 
 from agent.assistants import Assistants
+from handlers import assistants as assistant_routes
 from handlers import branches, chats, control, history, respond, usage
 from handlers.auth import Authenticator
 from handlers.deps import known_query_only, provide
@@ -84,6 +85,7 @@ def _include_routes(app: FastAPI) -> None:
     strict = [Depends(known_query_only)]
     for router in (
         respond.router,
+        assistant_routes.router,
         control.router,
         history.router,
         chats.router,

@@ -10,12 +10,17 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from handlers.deps import CurrentUser, ServicesDep
+from agent.assistants import Assistants
+from handlers.deps import AssistantsDep, CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
-from handlers.fields import NO_NUL
+from handlers.fields import NO_NUL, AssistantIdField
+from infra.store import assistants as chat_assistants
 from infra.store import chats, limits
 
 router = APIRouter()
+
+# More than a chat could use, few enough that a request stays small.
+MAX_CHAT_ASSISTANTS = 32
 
 
 class Chat(BaseModel):
@@ -32,9 +37,22 @@ class ChatList(BaseModel):
 
 
 class NewChat(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     title: Annotated[str, Field(max_length=200), NO_NUL] = ""
+    # The chat's assistants, and the one that answers what names none (without either, the
+    # deployment's default alone; with only the list, its first).
+    assistant_ids: Annotated[list[AssistantIdField], Field(max_length=MAX_CHAT_ASSISTANTS)] = []
+    default_assistant_id: AssistantIdField | None = None
+
+    def chosen(self, assistants: Assistants) -> tuple[list[str], str] | None:
+        """The ids and the default this chat starts with (UnknownAssistant for an id the code
+        does not define); None when the request chose none."""
+        if not self.assistant_ids and self.default_assistant_id is None:
+            return None
+        ids = [assistants.pick(i).id for i in self.assistant_ids]
+        default = assistants.pick(self.default_assistant_id or ids[0]).id
+        return ids, default
 
 
 def chat_of(row: chats.ChatRow) -> Chat:
@@ -62,13 +80,20 @@ async def list_chats(
     responses={**ERROR_RESPONSES, **LIMIT_RESPONSES},
 )
 async def create_chat(
-    user: CurrentUser, services: ServicesDep, body: NewChat | None = None
+    user: CurrentUser,
+    services: ServicesDep,
+    assistants: AssistantsDep,
+    body: NewChat | None = None,
 ) -> Chat:
-    """A new chat of the caller's; 429 past MAX_CHATS_PER_MINUTE chats in the last minute."""
-    title = (body or NewChat()).title
+    """A new chat of the caller's, with the assistants it names; 429 past MAX_CHATS_PER_MINUTE
+    chats in the last minute, 404 for an assistant the deployment does not define."""
+    request = body or NewChat()
+    chosen = request.chosen(assistants)
     per_minute = services.settings.max_chats_per_minute
     async with (await services.pool()).connection() as conn, conn.transaction():
         await limits.admit(conn, user.id, "chats", limit=per_minute)
-        row = await chats.create_chat(conn, user.claims, title=title)
-    assert row is not None  # a new id never conflicts
+        row = await chats.create_chat(conn, user.claims, title=request.title)
+        assert row is not None  # a new id never conflicts
+        if chosen is not None:
+            await chat_assistants.set_chat_assistants(conn, row.id, *chosen)
     return chat_of(row)

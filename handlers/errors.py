@@ -18,6 +18,7 @@ from handlers.auth import InvalidToken
 from infra.db import PoolClosed
 from infra.store.admission import DuplicateMessage
 from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
+from infra.store.assistants import AssistantNotInChat, LastAssistant
 from infra.store.branches import BranchNotFound
 from infra.store.chats import ChatNotFound, UnknownUser
 from infra.store.forks import CheckpointNotFound, EditTargetNotFound, NotEditable
@@ -71,6 +72,17 @@ ERRORS: dict[type[Exception], ApiError] = {
     # 404, not 403: whether another user's chat exists is not for this user to learn.
     ChatNotFound: ApiError(404, "chat_not_found", "Chat not found."),
     UnknownAssistant: ApiError(404, "assistant_not_found", "No such assistant."),
+    AssistantNotInChat: ApiError(
+        409,
+        "assistant_not_in_chat",
+        "This assistant is not in this chat. Add it first with"
+        " POST /api/chats/{chatId}/assistants.",
+    ),
+    LastAssistant: ApiError(
+        409,
+        "last_assistant",
+        "A chat keeps at least one assistant: add another before removing this one.",
+    ),
     JobAlreadyActive: ApiError(
         409, "job_in_progress", "A previous answer is still being prepared in this chat."
     ),

@@ -38,6 +38,8 @@ NO_NUL = BeforeValidator(_storable)
 # The assistant a chat's thread belongs to, in a request body and in a query; none names the
 # deployment's default assistant (handlers/deps.py `requested_assistant`).
 AssistantId = Annotated[str | None, Field(pattern=ASSISTANT_ID_PATTERN.pattern), NO_NUL]
+# One that must be given (a chat's assistants).
+AssistantIdField = Annotated[str, Field(pattern=ASSISTANT_ID_PATTERN.pattern), NO_NUL]
 AssistantQuery = Annotated[
     str | None, Query(alias="assistantId", pattern=ASSISTANT_ID_PATTERN.pattern), NO_NUL
 ]

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from importlib import resources
 
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
 
+from agent.assistants import Assistant
 from infra.db import Conn, connect
+from infra.store.assistants import sync_catalogue
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +58,16 @@ def migration_files() -> list[tuple[str, str]]:
     return [(f.name, f.read_text(encoding="utf-8")) for f in files]
 
 
-async def migrate(database_url: str) -> list[str]:
-    """Bring the database up to date; returns the names of the migrations applied now."""
+async def migrate(database_url: str, assistants: Iterable[Assistant] | None = None) -> list[str]:
+    """Bring the database up to date, and `public.assistant` in step with `assistants` (the
+    deployment's, when given); returns the names of the migrations applied now."""
     async with await connect(database_url) as conn:
         applied = await _apply_sql_migrations(conn)
         applied += await _apply_checkpoint_migrations(conn)
         await conn.execute(ROLE_SEARCH_PATH_SQL)
+        if assistants is not None:
+            async with conn.transaction():
+                await sync_catalogue(conn, assistants)
     return applied
 
 

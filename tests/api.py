@@ -98,6 +98,34 @@ class Api:
     async def create_chat(self, token: str | None, **body: Any) -> httpx.Response:
         return await self.call("POST", "/api/chats", token, body or None)
 
+    async def assistants(self, token: str | None) -> list[Json]:
+        """The deployment's assistants."""
+        listed: list[Json] = ok(await self.assistants_response(token))["assistants"]
+        return listed
+
+    async def assistants_response(self, token: str | None) -> httpx.Response:
+        return await self.call("GET", "/api/assistants", token)
+
+    async def chat_assistants(self, token: str | None, chat_id: uuid.UUID) -> list[Json]:
+        """The chat's assistants, each with `isDefault`."""
+        listed: list[Json] = ok(await self.chat_assistants_response(token, chat_id))["assistants"]
+        return listed
+
+    async def chat_assistants_response(
+        self, token: str | None, chat_id: uuid.UUID
+    ) -> httpx.Response:
+        return await self.call("GET", f"/api/chats/{chat_id}/assistants", token)
+
+    async def add_assistant(
+        self, token: str | None, chat_id: uuid.UUID, **body: Any
+    ) -> httpx.Response:
+        return await self.call("POST", f"/api/chats/{chat_id}/assistants", token, body)
+
+    async def remove_assistant(
+        self, token: str | None, chat_id: uuid.UUID, assistant_id: str
+    ) -> httpx.Response:
+        return await self.call("DELETE", f"/api/chats/{chat_id}/assistants/{assistant_id}", token)
+
     async def history(self, token: str | None, chat_id: uuid.UUID, **params: Any) -> Json:
         """The history document: `messages` and `branchId`."""
         return ok(await self.history_response(token, chat_id, **params))

@@ -206,15 +206,17 @@ def settings_for(database_url: str, inngest_origin: str, **overrides: Any) -> Se
 
 
 @asynccontextmanager
-async def in_process_app(database_url: str, **settings_overrides: Any) -> AsyncIterator[Api]:
+async def in_process_app(
+    database_url: str, *, assistants: Assistants | None = None, **settings_overrides: Any
+) -> AsyncIterator[Api]:
     """The real app in this process through httpx's ASGI transport, its lifespan included, for
     tests that need only HTTP: no server, no executor, no websocket (0.06 s against about 0.5 s
     for a running stack). Inngest is a port nobody listens on, so a test that sends an event
-    belongs on `running_stack` and fails loudly here."""
+    belongs on `running_stack` and fails loudly here. `assistants` as `running_stack`'s."""
     closed = loopback_socket()
     settings = settings_for(database_url, socket_origin(closed), **settings_overrides)
     closed.close()
-    app = create_dev_app(settings)
+    app = create_dev_app(settings, assistants=assistants)
     transport = httpx.ASGITransport(app=app)
     async with (
         app.router.lifespan_context(app),
