@@ -23,7 +23,7 @@ from agent.snapshot import STOPPED_TEXT, AgentSnapshot
 from agent.usage import TurnUsage
 from infra.db import Conn, Pool
 from infra.events import EventSender, send_cancel, send_handoff
-from infra.store import jobs, messages, outbox, pauses, steers, usage
+from infra.store import erased_turns, jobs, messages, outbox, pauses, steers, usage
 from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.draft_rows import delete_draft
@@ -98,6 +98,21 @@ async def settle_quick(
     if not await jobs.complete_quick(conn, turn.job_key, turn.run_id):
         return False
     await delete_draft(conn, turn.reply_id)
+    return True
+
+
+async def stop_erased(
+    pool: Pool, turn: Turn, job_key: str, *, used: TurnUsage, snapshot: AgentSnapshot
+) -> bool:
+    """A run that lost its job: True when the job was deleted with its chat or reply while it
+    ran (infra/store/erased_turns.py). Then what the model used is recorded against the deleted
+    reply, the user's limit no longer counts the turn, and nothing else is written."""
+    async with pool.connection() as conn, conn.transaction():
+        if not await erased_turns.is_erased(conn, job_key):
+            return False
+        await record_usage(conn, turn, used, snapshot)
+        await erased_turns.end(conn, job_key)
+    logger.info("the turn's chat or reply was deleted: stopped", extra=turn.log)
     return True
 
 

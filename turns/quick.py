@@ -161,8 +161,11 @@ async def _stream_and_store(
                 payload = await _store(conn, turn, run, state, snapshot)
     except _SlotLost:
         # Canceled, or another message took over: the user keeps what they saw, the thread
-        # gets nothing of this turn. What the model used was spent all the same.
+        # gets nothing of this turn. What the model used was spent all the same. Deleted with
+        # its reply or chat: nothing is kept, and nobody is told.
         used = turn_usage(state_values(state))
+        if await endings.stop_erased(pool, turn, turn.job_key, used=used, snapshot=snapshot):
+            return False
         await endings.keep_shown(pool, turn, draft.text, used=used, snapshot=snapshot)
         raise Interrupted from None
     if not handing_off:
