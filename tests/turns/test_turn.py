@@ -62,7 +62,8 @@ def test_a_waiting_turn_names_its_message_and_carries_none_of_its_text() -> None
     assert stored.kind == "turn"
     # The background reads the text from the message row: deleting the message erases it.
     assert (stored.user_message_id, stored.content) == (turn.user_message_id, None)
-    assert turn.content is not None and turn.content not in json.dumps(data)
+    assert turn.content is not None
+    assert turn.content not in json.dumps(data)
 
 
 def test_a_job_stored_before_turns_carried_their_message_still_reads() -> None:
