@@ -102,15 +102,22 @@ async def settle_quick(
 
 
 async def stop_erased(
-    pool: Pool, turn: Turn, job_key: str, *, used: TurnUsage, snapshot: AgentSnapshot
+    pool: Pool,
+    turn: Turn,
+    job_key: str,
+    *,
+    used: TurnUsage | None = None,
+    snapshot: AgentSnapshot | None = None,
 ) -> bool:
     """A run that lost its job: True when the job was deleted with its chat or reply while it
-    ran (infra/store/erased_turns.py). Then what the model used is recorded against the deleted
-    reply, the user's limit no longer counts the turn, and nothing else is written."""
+    ran (infra/store/erased_turns.py). Then what the model `used` (if it ran since its usage
+    was last recorded) is recorded against the deleted reply, the user's limit no longer counts
+    the turn, and nothing else is written."""
     async with pool.connection() as conn, conn.transaction():
         if not await erased_turns.is_erased(conn, job_key):
             return False
-        await record_usage(conn, turn, used, snapshot)
+        if used is not None and snapshot is not None:
+            await record_usage(conn, turn, used, snapshot)
         await erased_turns.end(conn, job_key)
     logger.info("the turn's chat or reply was deleted: stopped", extra=turn.log)
     return True

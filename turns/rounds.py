@@ -99,6 +99,8 @@ class Rounds:
         Postponed, without running, when the user asked the job to pause: the round is the next
         step, and a pause happens between steps."""
         async with (await self.services.pool()).connection() as conn:
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return await self._stopped(None)
             if await pauses.pause_requested(conn, self.job_key):
                 return {"done": False, "pending": [], "pause": True, "held": True}
         run = await self._load(opens=False)
@@ -149,13 +151,17 @@ class Rounds:
                 plan = {"done": False, "pending": []}
         return plan
 
-    async def _stopped(self, state: StateSnapshot) -> Plan:
+    async def _stopped(self, state: StateSnapshot | None) -> Plan:
         """The job is no longer this run's: the round stores nothing. A job deleted with its
-        chat or reply still counts what this round's model used."""
-        values = state_values(state)
-        used, snapshot = turn_usage(values), render_agent_snapshot(values)
+        chat or reply still counts what this round's model used (`state`: None if it ran
+        none)."""
         pool = await self.services.pool()
-        await endings.stop_erased(pool, self.turn, self.job_key, used=used, snapshot=snapshot)
+        if state is None:
+            await endings.stop_erased(pool, self.turn, self.job_key)
+        else:
+            values = state_values(state)
+            used, snapshot = turn_usage(values), render_agent_snapshot(values)
+            await endings.stop_erased(pool, self.turn, self.job_key, used=used, snapshot=snapshot)
         return {"done": True, "pending": [], "stopped": True}
 
     async def note_instruction(self, instruction: str) -> bool:

@@ -43,27 +43,6 @@ drop trigger if exists tool_results_erase_object on handoff.tool_results;
 create trigger tool_results_erase_object after delete on handoff.tool_results
   for each row execute function handoff.queue_erased_object();
 
--- A tool that finishes after its chat was deleted stores nothing: its output (and the object it
--- sent to S3) would outlive the chat.
-create or replace function handoff.refuse_erased_result() returns trigger
-language plpgsql security definer set search_path = '' as $$
-begin
-  if exists (
-    select 1 from public.chat where id::text = split_part(new.thread_id, ':', 1)
-  ) then
-    return new;
-  end if;
-  if new.artifact ->> 'uri' is not null then
-    insert into handoff.erased_object (uri) values (new.artifact ->> 'uri')
-    on conflict do nothing;
-  end if;
-  return null;
-end
-$$;
-drop trigger if exists tool_results_refuse_erased on handoff.tool_results;
-create trigger tool_results_refuse_erased before insert on handoff.tool_results
-  for each row execute function handoff.refuse_erased_result();
-
 -- Realtime owns realtime.messages on a real project (it drops its daily partitions itself); a
 -- database role that may not delete there leaves them to that.
 create or replace function handoff.erase_broadcasts(p_topic text, p_message_id uuid)
@@ -226,7 +205,7 @@ create trigger job_runs_remember_erased before delete on public.job_runs
   for each row when (old.status = 'processing')
   execute function handoff.remember_erased_turn();
 
-revoke all on function handoff.queue_erased_object(), handoff.refuse_erased_result(),
+revoke all on function handoff.queue_erased_object(),
   handoff.erase_broadcasts(text, uuid), handoff.erase_thread(text),
   handoff.cut_thread(uuid, text, uuid, timestamptz), handoff.erase_chat(),
   handoff.erase_message(), handoff.remember_erased_turn()

@@ -4,6 +4,9 @@ the turn's messages or the user is deleted, each the way a user or an operator c
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Literal
@@ -119,3 +122,49 @@ async def test_a_deleted_turn_leaves_no_copy_anywhere(
     # THEN no table of any schema holds it, nor does the bucket
     assert await tables_holding(database_url, canary) == []
     assert objects_holding(s3, canary) == []
+
+
+@tool
+def slow(input: str) -> str:
+    """Answer after a while."""
+    time.sleep(1.0)
+    return f"slowly {input}"
+
+
+THREAD_ROWS_SQL = """
+select (select count(*) from langgraph.checkpoints where thread_id like %s)
+     + (select count(*) from langgraph.checkpoint_writes where thread_id like %s)
+     + (select count(*) from handoff.tool_results where thread_id like %s)
+     + (select count(*) from public.message where chat_id = %s) as rows
+"""
+
+
+@pytest.mark.parametrize("way", ["chat_by_its_owner", "messages_by_their_owner"])
+async def test_a_job_whose_chat_or_reply_is_deleted_stops_and_writes_nothing_back(
+    database_url: str, caplog: pytest.LogCaptureFixture, way: Way
+) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    async with running_stack(database_url, tools=[slow]) as stack:
+        # GIVEN a turn handed off, whose tool is running in the background
+        token = token_for(user_id)
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "/slow hi"})
+        assert events[-1][0] == "handoff"
+        await asyncio.sleep(0.5)
+
+        # WHEN its chat, or its messages, are deleted
+        with caplog.at_level(logging.INFO):
+            await delete(database_url, way, user_id, chat_id)
+            await stack.executor.wait_idle()
+
+        # THEN the job stopped at its next step without an error, and wrote nothing back
+        run = stack.handoff_run()
+    assert run.status == "completed", run.error
+    assert run.output["status"] == "stopped"
+    thread = f"{chat_id}:%"
+    [row] = await fetch(database_url, THREAD_ROWS_SQL, thread, thread, thread, chat_id)
+    assert row["rows"] == 0
+    # AND the turn no longer counts against the user's limit, which one log line says
+    assert await fetch(database_url, "select * from handoff.erased_turn") == []
+    stopped = [r for r in caplog.records if "was deleted: stopped" in r.getMessage()]
+    assert len(stopped) == 1
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
