@@ -70,7 +70,8 @@ $$;
 -- The thread cut at a message: every checkpoint that holds it (a blob or a pending write with
 -- its id; every later checkpoint of a branch holds it too) goes, with its writes, the blobs no
 -- checkpoint left uses, and the tool results stored since `p_since` (calls made after the
--- message). A branch whose head went continues from the newest checkpoint before the cut.
+-- message). Without a message (a reply whose user's message is gone), every checkpoint made
+-- since `p_since`. A branch whose head went continues from the newest checkpoint before the cut.
 create or replace function handoff.cut_thread(
   p_chat_id uuid, p_assistant_id text, p_message_id uuid, p_since timestamptz
 ) returns void language plpgsql security definer set search_path = '' as $$
@@ -91,6 +92,10 @@ begin
     union all
     select c.checkpoint_id from langgraph.checkpoints c
     where c.thread_id = thread and position(p_message_id::text in c.checkpoint::text) > 0
+    union all
+    select c.checkpoint_id from langgraph.checkpoints c
+    where c.thread_id = thread and p_message_id is null
+      and (c.checkpoint ->> 'ts')::timestamptz >= p_since
   ) h;
   with recursive up as (
     select b.id as branch_id, c.parent_checkpoint_id as at
@@ -152,8 +157,8 @@ create trigger chat_erase before delete on public.chat
   for each row execute function handoff.erase_chat();
 
 -- A message deleted on its own (not with its chat): its thread cut at its turn (a reply's text
--- is in the checkpoints of the turn its user's message began), its broadcasts, and its text
--- where jobs carry it. A reply whose user's message is gone already takes the whole thread.
+-- is in the checkpoints of the turn its user's message began; once that message is gone, in
+-- those made since the reply began), its broadcasts, and its text where jobs carry it.
 create or replace function handoff.erase_message() returns trigger
 language plpgsql security definer set search_path = '' as $$
 declare
@@ -163,15 +168,14 @@ begin
   if not exists (select 1 from public.chat where id = old.chat_id) then
     return null;  -- the chat's own trigger erased all of it
   end if;
-  select created_at into since from public.message where id = turn_message;
-  if since is null and old.role = 'user' then
-    since := old.created_at;
+  if old.role <> 'user' then
+    select created_at into since from public.message where id = turn_message;
   end if;
-  if since is null then
-    perform handoff.erase_thread(old.chat_id::text || ':' || old.assistant_id);
-  else
-    perform handoff.cut_thread(old.chat_id, old.assistant_id, turn_message, since);
+  if since is null and old.role <> 'user' then
+    turn_message := null;
   end if;
+  perform handoff.cut_thread(
+    old.chat_id, old.assistant_id, turn_message, coalesce(since, old.created_at));
   perform handoff.erase_broadcasts('chat:' || old.chat_id::text, old.id);
   update public.job_runs
   set payload = payload - 'content',

@@ -19,7 +19,14 @@ from moto import mock_aws
 from mypy_boto3_s3 import S3Client
 from psycopg import sql
 
-from tests.support import create_user_with_chat, fetch, running_stack, token_for
+from tests.support import (
+    create_user_with_chat,
+    durable_messages,
+    execute,
+    fetch,
+    running_stack,
+    token_for,
+)
 
 BUCKET = "handoff-erasure-test"
 Way = Literal["chat_by_its_owner", "messages_by_their_owner", "user_row"]
@@ -168,3 +175,38 @@ async def test_a_job_whose_chat_or_reply_is_deleted_stops_and_writes_nothing_bac
     stopped = [r for r in caplog.records if "was deleted: stopped" in r.getMessage()]
     assert len(stopped) == 1
     assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+async def test_deleting_a_message_cuts_its_thread_at_its_turn(database_url: str) -> None:
+    canary = f"passport-{uuid.uuid4().hex}"
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        # GIVEN three turns, the second holding a canary
+        for content in ("first turn", f"second turn {canary}", "third turn"):
+            events = await stack.respond(token, {"chatId": str(chat_id), "content": content})
+            assert events[-1][0] == "done"
+        [second] = await fetch(
+            database_url, "select id from message where content = %s", f"second turn {canary}"
+        )
+
+        # WHEN the user deletes the second turn's message through the Data API
+        async with await psycopg.AsyncConnection.connect(database_url) as conn:
+            claims = f'{{"sub": "{user_id}", "role": "authenticated"}}'
+            await conn.execute("select set_config('request.jwt.claims', %s, true)", (claims,))
+            await conn.execute("set local role authenticated")
+            await conn.execute("delete from public.message where id = %s", (second["id"],))
+            await conn.commit()
+
+        # THEN no table holds it: every checkpoint that held it is gone, and the later ones
+        # with it (the reply that quoted it is the user's to delete; here it is deleted too)
+        await execute(database_url, "delete from message where content like %s", f"%{canary}%")
+        assert await tables_holding(database_url, canary) == []
+        # AND the thread goes on from the turn before it: the agent remembers the first turn
+        remembered = [str(m.content) for m in await durable_messages(database_url, chat_id)]
+        assert remembered[0] == "first turn"
+        assert not any("third turn" in text for text in remembered)
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "fourth turn"})
+        assert events[-1][0] == "done"
+        remembered = [str(m.content) for m in await durable_messages(database_url, chat_id)]
+        assert [remembered[0], remembered[2]] == ["first turn", "fourth turn"]
