@@ -1,8 +1,8 @@
--- What a user deletes is gone (docs/data.md). Deleting a chat, a message or the user's
--- `auth.users` row, through the API, through the Data API or in the database itself, erases
--- every copy the database keeps outside the deleted rows: the chat's threads in `langgraph`
--- (checkpoints, their blobs and writes), its tool results, its broadcasts in realtime.messages,
--- and the text that jobs carry. Triggers do it, as the table's owner (security definer), so
+-- What a user deletes is gone (docs/reliability.md, "What is kept, and how it is erased").
+-- Deleting a chat, a message or the user's `auth.users` row, through the Data API or in the
+-- database itself, erases every copy the database keeps outside the deleted rows: the chat's
+-- threads in `langgraph` (checkpoints, their blobs and writes), its tool results, its
+-- broadcasts in realtime.messages, and the text that jobs carry. Triggers do it, as the table's owner (security definer), so
 -- every way of deleting gets the same treatment: the user's own role cannot reach `langgraph`
 -- or `handoff`. Objects in S3 cannot be deleted from SQL: their addresses wait in
 -- handoff.erased_object for the background to delete them (infra/store/erasures.py).
