@@ -173,3 +173,9 @@ class LargeOutputs:
         ref = OutputRef(uri=f"s3://{self.bucket}/{key}", bytes=len(data), sha256=digest.hex())
         logger.info("large tool output stored in S3", extra=log)
         return preview(name, content, ref, limit)
+
+    async def delete(self, uri: str) -> None:
+        """Delete the object at `uri` (an `s3://bucket/key` this class wrote): its tool result
+        was erased (infra/store/erasures.py). Deleting one that is gone already succeeds."""
+        bucket, _, key = uri.removeprefix("s3://").partition("/")
+        await asyncio.to_thread(self._s3().delete_object, Bucket=bucket, Key=key)

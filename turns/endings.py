@@ -22,7 +22,7 @@ from agent.snapshot import STOPPED_TEXT, AgentSnapshot
 from agent.usage import TurnUsage
 from infra.db import Conn, Pool
 from infra.events import EventSender, TurnPayload, send_cancel, send_handoff
-from infra.store import jobs, messages, outbox, pauses, steers, usage
+from infra.store import erased_turns, jobs, messages, outbox, pauses, steers, usage
 from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.draft_rows import delete_draft
@@ -97,6 +97,28 @@ async def settle_quick(
     if not await jobs.complete_quick(conn, turn.job_key, turn.run_id):
         return False
     await delete_draft(conn, turn.reply_id)
+    return True
+
+
+async def stop_erased(
+    pool: Pool,
+    turn: Turn,
+    job_key: str,
+    *,
+    used: TurnUsage | None = None,
+    snapshot: AgentSnapshot | None = None,
+) -> bool:
+    """A run that lost its job: True when the job was deleted with its chat or reply while it
+    ran (infra/store/erased_turns.py). Then what the model `used` (if it ran since its usage
+    was last recorded) is recorded against the deleted reply, the user's limit no longer counts
+    the turn, and nothing else is written."""
+    async with pool.connection() as conn, conn.transaction():
+        if not await erased_turns.is_erased(conn, job_key):
+            return False
+        if used is not None and snapshot is not None:
+            await record_usage(conn, turn, used, snapshot)
+        await erased_turns.end(conn, job_key)
+    logger.info("the turn's chat or reply was deleted: stopped", extra=turn.log)
     return True
 
 

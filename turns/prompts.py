@@ -113,7 +113,7 @@ class Prompts(JobScope):
         result = ToolResult(
             id=call["id"], name=call["name"], content=answer_text(answer, timeout_s)
         )
-        return await keep_result(self.services, self.turn.thread_id, result)
+        return await keep_result(self, result)
 
     async def refuse_question(self, call: PlannedCall) -> ToolResult:
         """An error result for a question past MAX_QUESTIONS_PER_TURN: nobody is asked."""
@@ -123,7 +123,7 @@ class Prompts(JobScope):
             " asked in one answer. Go on with your best judgement and say what you assumed."
         )
         error = ToolResult(id=call["id"], name=call["name"], content=text, status="error")
-        return await keep_result(self.services, self.turn.thread_id, error)
+        return await keep_result(self, error)
 
 
 def answer_text(answer: questions.Answer, timeout_s: float) -> str:

@@ -30,7 +30,7 @@ from infra import telemetry
 from infra.db import Conn, Pool, PoolClosed
 from infra.events import EventSender, TurnPayload, send_handoff
 from infra.runtime import Services
-from infra.store import jobs, outbox
+from infra.store import erased_turns, jobs, outbox
 from infra.store.drafts import DraftWriter
 from infra.store.messages import MessageMetadata
 from turns import endings
@@ -78,7 +78,11 @@ async def _run_turn(
     deadline = asyncio.get_running_loop().time() + services.settings.quick_budget_s
     await emit("metadata", turn.stream_metadata())
     pool = await services.pool()
-    lease = asyncio.create_task(_renew_lease(pool, turn, services.settings.turn_lease_s / 3))
+    erased = asyncio.Event()
+    lease = asyncio.create_task(
+        _renew_lease(pool, turn, services.settings.turn_lease_s / 3, erased)
+    )
+    emit = _until(erased, emit)
     # Another tab, a reload and Realtime subscribers see the text as it streams; it holds all
     # that this stream showed, which a failure keeps.
     draft = DraftWriter.for_reply(
@@ -119,14 +123,28 @@ async def _run_turn(
     await endings.send_next(pool, endings.Next(events, turn.chat_id, turn.assistant_id))
 
 
-async def _renew_lease(pool: Pool, turn: Turn, every_s: float) -> None:
+def _until(erased: asyncio.Event, emit: Emit) -> Emit:
+    """`emit`, until the turn's reply or chat is deleted: then the stream relays nothing more.
+    The model's answer still runs to its end, so that what it used is known and recorded."""
+
+    async def relay(event: str, data: Mapping[str, object]) -> None:
+        if not erased.is_set():
+            await emit(event, data)
+
+    return relay
+
+
+async def _renew_lease(pool: Pool, turn: Turn, every_s: float, erased: asyncio.Event) -> None:
     """Keep the turn's slot while it streams: a slot not renewed for the lease is taken for
-    dead (turns/start.py). Ends once the turn no longer holds the slot."""
+    dead (turns/start.py). Ends once the turn no longer holds the slot, setting `erased` when
+    its job was deleted with its reply or chat (infra/store/erased_turns.py)."""
     while True:
         await asyncio.sleep(every_s)
         try:
             async with pool.connection() as conn:
                 if not await jobs.hold(conn, turn.job_key, turn.run_id):
+                    if await erased_turns.is_erased(conn, turn.job_key):
+                        erased.set()
                     return
         except Exception:
             logger.warning("could not renew the turn's lease", extra=turn.log, exc_info=True)
@@ -160,8 +178,11 @@ async def _stream_and_store(
                 payload = await _store(conn, turn, run, state, snapshot)
     except _SlotLost:
         # Canceled, or another message took over: the user keeps what they saw, the thread
-        # gets nothing of this turn. What the model used was spent all the same.
+        # gets nothing of this turn. What the model used was spent all the same. Deleted with
+        # its reply or chat: nothing is kept, and nobody is told.
         used = turn_usage(state_values(state))
+        if await endings.stop_erased(pool, turn, turn.job_key, used=used, snapshot=snapshot):
+            return False
         await endings.keep_shown(pool, turn, draft.text, used=used, snapshot=snapshot)
         raise Interrupted from None
     if payload is None:

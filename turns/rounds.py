@@ -69,10 +69,19 @@ class Rounds:
         run = await self._load(opens=True)
         if began(await run.state(), self.turn):
             return (await self._store(run, opened=False)).to_json()
-        graph_input = await opening(run, self.turn)
+        graph_input = await opening(run, await self._asked())
         graph_input["messages"] = [*graph_input["messages"], *await self._steered(run)]
         await self._stream(run, graph_input, "", attempt, last_attempt)
         return (await self._store(run, opened=True)).to_json()
+
+    async def _asked(self) -> Turn:
+        """The turn with its message's text, which its payload does not carry (one stored
+        before may): read from the message row."""
+        if self.turn.content is not None or self.turn.user_message_id is None:
+            return self.turn
+        async with (await self.services.pool()).connection() as conn:
+            content = await messages.content_of(conn, self.turn.user_message_id)
+        return self.turn.model_copy(update={"content": content})
 
     async def _steered(self, run: Run) -> list[AnyMessage]:
         """The messages steered into the job that the run's thread does not hold yet, in the
@@ -90,6 +99,8 @@ class Rounds:
         Postponed, without running, when the user asked the job to pause: the round is the next
         step, and a pause happens between steps."""
         async with (await self.services.pool()).connection() as conn:
+            if not await jobs.hold(conn, self.job_key, self.run_id):
+                return (await self._stopped(None)).to_json()
             if await pauses.pause_requested(conn, self.job_key):
                 return Plan.postponed().to_json()
         run = await self._load(opens=False)
@@ -123,7 +134,7 @@ class Rounds:
         state = await run.state()
         async with (await self.services.pool()).connection() as conn, conn.transaction():
             if not await jobs.hold(conn, self.job_key, self.run_id):
-                return Plan.stop()
+                return await self._stopped(state)
             marks = await store_run(conn, run, self.turn, opened=opened)
             # The turn's usage so far lands with the round: a job canceled or failed later
             # still counts the rounds it stored.
@@ -141,6 +152,19 @@ class Rounds:
                 # A message joined while this round ran: one more round answers it.
                 plan = Plan.model_round()
         return plan
+
+    async def _stopped(self, state: StateSnapshot | None) -> Plan:
+        """The job is no longer this run's: the round stores nothing. A job deleted with its
+        chat or reply still counts what this round's model used (`state`: None if it ran
+        none)."""
+        pool = await self.services.pool()
+        if state is None:
+            await endings.stop_erased(pool, self.turn, self.job_key)
+        else:
+            values = state_values(state)
+            used, snapshot = turn_usage(values), render_agent_snapshot(values)
+            await endings.stop_erased(pool, self.turn, self.job_key, used=used, snapshot=snapshot)
+        return Plan.stop()
 
     async def note_instruction(self, instruction: str) -> bool:
         """The user's instruction, given on resuming, into the thread's state: every later

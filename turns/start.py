@@ -24,7 +24,7 @@ from typing import Literal
 
 from infra import telemetry
 from infra.db import Conn, Pool
-from infra.store import admission, jobs, limits, messages, steers
+from infra.store import admission, erased_turns, jobs, limits, messages, steers
 from infra.store.access import Claims, act_as_service, act_as_user
 from infra.store.chats import ChatNotFound
 from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
@@ -84,6 +84,9 @@ async def _start(
         if turn_limits.daily_tokens is not None:
             await limits.check_daily_tokens(conn, turn.user_id, budget=turn_limits.daily_tokens)
         took = await jobs.take_slot(conn, request)
+        erased_running = await erased_turns.running(
+            conn, turn.user_id, lease_s=turn_limits.lease_s, job_lease_s=turn_limits.job_lease_s
+        )
         # The user's part, under RLS: unless the chat is theirs, all of this rolls back.
         await act_as_user(conn, claims)
         stored = await admission.store_user_message(
@@ -98,6 +101,7 @@ async def _start(
             # A steered message adds no turn: the job it joins is counted already.
             interrupts=strategy in ("interrupt", "steer"),
             stored=turn.edit is not None and turn.edit.regenerate,
+            erased_running=erased_running,
         )
         if not stored:
             raise ChatNotFound(turn.chat_id)
@@ -126,13 +130,11 @@ async def _contend(
         return Slot(queued=False)
     if strategy == "steer":
         assert turn.user_message_id is not None
-        assert turn.content is not None
         steered = await steers.steer_into(
             conn,
             chat_id=turn.chat_id,
             assistant_id=turn.assistant_id,
             message_id=turn.user_message_id,
-            content=turn.content,
         )
         if steered is not None:
             return Slot(queued=False, steered=steered)

@@ -94,6 +94,7 @@ def turn_limits(settings: Settings) -> TurnLimits:
         per_minute=settings.max_turns_per_minute,
         lease_s=settings.turn_lease_s,
         daily_tokens=settings.max_user_daily_tokens,
+        job_lease_s=settings.job_lease_s,
     )
 
 

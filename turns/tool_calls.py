@@ -19,7 +19,6 @@ from pydantic import BaseModel, ValidationError
 from agent.tools import ToolInputError, requires_approval
 from infra import telemetry
 from infra.large_outputs import LARGE_OUTPUT_BYTES, LargeOutputs
-from infra.runtime import Services
 from infra.store.approvals import Decision
 from infra.store.tool_results import ToolResult, fetch_result, store_result
 from turns.plan import PlannedCall
@@ -32,11 +31,12 @@ class ToolCallFailed(RuntimeError):
     """The model's call cannot be answered by the tool: its text is what the model reads."""
 
 
-async def keep_result(services: Services, thread_id: str, result: ToolResult) -> ToolResult:
+async def keep_result(scope: JobScope, result: ToolResult) -> ToolResult:
     """Store a call's result, counted by tool and status; the stored one (first wins)."""
     status = result.get("status", "success")
     telemetry.TOOL_CALLS.add(1, {"gen_ai.tool.name": result["name"], "handoff.tool.status": status})
-    return await store_result(await services.pool(), thread_id, result)
+    pool = await scope.services.pool()
+    return await store_result(pool, scope.job_key, scope.turn.thread_id, result)
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ class ToolCalls(JobScope):
             return ToolResult(id=call["id"], name=call["name"], content=text, status="error")
 
     async def _keep(self, result: ToolResult) -> ToolResult:
-        return await keep_result(self.services, self.turn.thread_id, result)
+        return await keep_result(self, result)
 
     async def _invoke(self, call: PlannedCall, *, approved: bool) -> str:
         """The tool's output; ToolCallFailed when the call itself is wrong."""
@@ -151,6 +151,7 @@ class ToolCalls(JobScope):
         return [
             await store_result(
                 pool,
+                self.job_key,
                 self.turn.thread_id,
                 ToolResult(id=call["id"], name=call["name"], content=text, status="error"),
             )

@@ -38,9 +38,12 @@ class Turn(BaseModel):
     # The model spec (agent/model.py), under the key `modelConfig` of the contract.
     model_spec: dict[str, Any] = Field(alias="modelConfig")
     kind: Literal["handoff", "turn"] = "handoff"
-    # Absent from jobs stored before turns carried them; a `turn` job always has both.
+    # Absent from jobs stored before turns carried it; a `turn` job always has it.
     user_message_id: MessageId | None = None
-    content: str | None = None
+    # The message's text, from the request. Never in the payload or the event, whose copies
+    # would outlive the message's deletion: the background reads it from the message row
+    # (payloads stored before carry it, and still run with it).
+    content: str | None = Field(default=None, exclude=True)
     # The W3C trace context of the request that began the turn (infra/telemetry.py): every
     # step of the background run, a replay's included, joins that trace.
     trace: dict[str, str] = Field(default_factory=dict)

@@ -17,13 +17,14 @@ class DuplicateMessage(RuntimeError):
 # Under the user's RLS: the message goes in only if the chat is theirs, and only while the user
 # has fewer than `max_active` turns that have not ended (infra/store/limits.py; the caller holds
 # the user's row of handoff.user_limits). This turn's own job is not counted (its slot may be
-# taken already), nor, for a message that interrupts, the job it cancels.
+# taken already), nor, for a message that interrupts, the job it cancels. Turns whose job was
+# deleted while they ran are counted by the caller, as the service (infra/store/erased_turns.py).
 ADMIT_SQL = with_statuses(
     """
 with visible as (
   select id from public.chat where id = %(chat_id)s
 ), admitted as (
-  select count(*) < %(max_active)s as ok
+  select count(*) + %(erased_running)s < %(max_active)s as ok
   from public.chat c join public.job_runs j on j.chat_id = c.id
   where c.user_id = %(user_id)s
     and j.status in ({unfinished})
@@ -72,13 +73,15 @@ async def store_user_message(
     limits: TurnLimits,
     interrupts: bool,
     stored: bool = False,
+    erased_running: int = 0,
 ) -> bool:
     """Insert the user's message, under the user's RLS; False when the chat is not theirs.
 
     TooManyActiveTurns when the user has `limits.max_active` turns that have not ended
     (`job_key` is this turn's own job; `interrupts`, whether it cancels the chat's active job);
     DuplicateMessage when the id is taken (a retried send). With `stored`, the message exists
-    already (a reply asked for again): only the chat and the limit are checked."""
+    already (a reply asked for again): only the chat and the limit are checked.
+    `erased_running`: the user's turns still running though their job was deleted."""
     params = {
         "chat_id": chat_id,
         "assistant_id": assistant_id,
@@ -89,6 +92,7 @@ async def store_user_message(
         "lease_s": limits.lease_s,
         "interrupts": interrupts,
         "max_active": limits.max_active,
+        "erased_running": erased_running,
     }
     sql = ADMIT_STORED_SQL if stored else STORE_USER_MESSAGE_SQL
     row = await (await conn.execute(sql, params)).fetchone()

@@ -3,14 +3,15 @@ the store modules named beside each key."""
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 
 class SteeredMessage(TypedDict):
-    """A message sent with `steer`, as the job row keeps it until its thread holds it."""
+    """A message sent with `steer`: the job row keeps its id until its thread holds it, and its
+    text is read from the message row (jobs stored before that carry the text themselves)."""
 
     id: str
-    content: str
+    content: NotRequired[str]
 
 
 class JobMetadata(TypedDict, total=False):

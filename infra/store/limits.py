@@ -8,8 +8,9 @@
   another turn), `queued`, `processing` (a quick path streaming, a background job running or
   waiting for an approval) and `paused`. A quick job silent past
   `TURN_LEASE_S` is taken for dead (infra/store/jobs.py) and does not count; a message sent with
-  `interrupt` does not count the job it cancels. Counted by the statement that stores the user's
-  message (infra/store/admission.py).
+  `interrupt` does not count the job it cancels. A turn whose reply or chat was deleted while it
+  ran counts until its run stops (infra/store/erased_turns.py). Counted by the statement that
+  stores the user's message (infra/store/admission.py).
 
 `admit` comes first in the transaction that stores the message or the chat. It takes the user's
 row of `handoff.user_limits`, which makes the other requests of that user wait until this
@@ -91,6 +92,9 @@ class TurnLimits:
     lease_s: float
     # MAX_USER_DAILY_TOKENS; None: no budget.
     daily_tokens: int | None = None
+    # A background run silent this long may be taken over (JOB_LEASE_S): how long a deleted
+    # job's run is counted at most (infra/store/erased_turns.py).
+    job_lease_s: float = 900.0
 
 
 class LimitReached(RuntimeError):

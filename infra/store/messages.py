@@ -179,6 +179,15 @@ async def record_snapshot(
     await conn.execute(RECORD_SNAPSHOT_SQL, params)
 
 
+CONTENT_SQL = "select content from public.message where id = %s"
+
+
+async def content_of(conn: Conn, message_id: MessageId) -> str:
+    """The message's text; empty once it was deleted."""
+    row = await (await conn.execute(CONTENT_SQL, (message_id,))).fetchone()
+    return str(row["content"]) if row is not None else ""
+
+
 async def mark_streaming(conn: Conn, message_id: MessageId) -> None:
     await conn.execute(STREAMING_SQL, (message_id,))
 

@@ -1,7 +1,8 @@
 """Messages sent with `multitaskStrategy: steer`: they join the chat's running background job.
 
 The user's message is stored as any other (under RLS, in the respond request's transaction);
-the job row keeps it in `metadata.steered` ({id, content}, in the order they came), and the
+the job row keeps its id in `metadata.steered` ({id}, in the order they came; its text stays in
+the message row alone, so deleting the message erases it: migration 0019), and the
 job's next model round adds each one its thread does not hold yet to the thread, by message id,
 so a retried or replayed round adds none twice (turns/rounds.py). A job completes only once its
 thread holds every message steered into it (`pending`, asked by turns/endings.py).
@@ -37,9 +38,15 @@ update public.message
 set metadata = metadata || jsonb_build_object('steeredInto', %s::text)
 where id = %s
 """
+# The text from the message row; jobs stored before steered ids alone carry it themselves.
 STEERED_SQL = """
-select coalesce(metadata -> 'steered', '[]'::jsonb) as steered from public.job_runs
-where idempotency_key = %s
+select s.v ->> 'id' as id, coalesce(m.content, s.v ->> 'content', '') as content
+from public.job_runs j
+cross join jsonb_array_elements(coalesce(j.metadata -> 'steered', '[]'::jsonb))
+  with ordinality s(v, n)
+left join public.message m on m.id = (s.v ->> 'id')::uuid
+where j.idempotency_key = %s
+order by s.n
 """
 
 # Whether a message steered into the job (infra/store/steers.py) is missing from the thread's
@@ -63,14 +70,14 @@ class SteeredJob:
 
 
 async def steer_into(
-    conn: Conn, *, chat_id: ChatId, assistant_id: str, message_id: MessageId, content: str
+    conn: Conn, *, chat_id: ChatId, assistant_id: str, message_id: MessageId
 ) -> SteeredJob | None:
     """Give the stored user message to the chat's background job; None when there is none
     (idle, or a quick path still streaming)."""
     params = {
         "chat_id": chat_id,
         "assistant_id": assistant_id,
-        "message": Jsonb([SteeredMessage(id=str(message_id), content=content)]),
+        "message": Jsonb([SteeredMessage(id=str(message_id))]),
     }
     row = await (await conn.execute(STEER_SQL, params)).fetchone()
     if row is None:
@@ -80,9 +87,9 @@ async def steer_into(
 
 
 async def steered(conn: Conn, job_key: str) -> list[SteeredMessage]:
-    """The messages steered into the job, in the order they came."""
-    row = await (await conn.execute(STEERED_SQL, (job_key,))).fetchone()
-    return list(row["steered"]) if row else []
+    """The messages steered into the job, in the order they came, each with its text."""
+    rows = await (await conn.execute(STEERED_SQL, (job_key,))).fetchall()
+    return [SteeredMessage(id=r["id"], content=r["content"]) for r in rows]
 
 
 async def pending(conn: Conn, job_key: str, in_thread: list[str]) -> bool:

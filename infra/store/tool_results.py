@@ -18,10 +18,22 @@ FETCH_SQL = """
 select tool_call_id as id, name, content, artifact, status, note from handoff.tool_results
 where thread_id = %s and tool_call_id = %s
 """
+# Only while the job exists: one deleted with its chat or reply (migration 0019) keeps nothing,
+# and the object its large output went to waits in the erasure queue (infra/store/erasures.py).
 STORE_SQL = """
-insert into handoff.tool_results (thread_id, tool_call_id, name, content, artifact, status, note)
-values (%s, %s, %s, %s, %s, %s, %s)
-on conflict (thread_id, tool_call_id) do nothing
+with job as (
+  select 1 from public.job_runs where idempotency_key = %(job_key)s
+), stored as (
+  insert into handoff.tool_results
+    (thread_id, tool_call_id, name, content, artifact, status, note)
+  select %(thread_id)s, %(id)s, %(name)s, %(content)s, %(artifact)s, %(status)s, %(note)s
+  where exists (select 1 from job)
+  on conflict (thread_id, tool_call_id) do nothing
+)
+insert into handoff.erased_object (uri)
+select %(artifact)s::jsonb ->> 'uri'
+where not exists (select 1 from job) and %(artifact)s::jsonb ->> 'uri' is not null
+on conflict do nothing
 """
 
 
@@ -52,23 +64,20 @@ async def fetch_result(pool: Pool, thread_id: str, tool_call_id: str) -> ToolRes
     )
 
 
-async def store_result(pool: Pool, thread_id: str, result: ToolResult) -> ToolResult:
-    """Store `result` unless a concurrent attempt stored one first; returns the stored one."""
+async def store_result(pool: Pool, job_key: str, thread_id: str, result: ToolResult) -> ToolResult:
+    """Store `result` of the job's call unless a concurrent attempt stored one first; returns
+    the stored one (or `result`, unstored, once the job was deleted with its chat or reply)."""
+    artifact = result.get("artifact")
+    params = {
+        "job_key": job_key,
+        "thread_id": thread_id,
+        "id": result["id"],
+        "name": result["name"],
+        "content": result["content"],
+        "artifact": None if artifact is None else Jsonb(artifact),
+        "status": result.get("status", "success"),
+        "note": result.get("note"),
+    }
     async with pool.connection() as conn:
-        artifact = result.get("artifact")
-        await conn.execute(
-            STORE_SQL,
-            (
-                thread_id,
-                result["id"],
-                result["name"],
-                result["content"],
-                None if artifact is None else Jsonb(artifact),
-                result.get("status", "success"),
-                result.get("note"),
-            ),
-        )
-    stored = await fetch_result(pool, thread_id, result["id"])
-    if stored is None:
-        raise RuntimeError(f"tool result {result['id']} vanished after it was stored")
-    return stored
+        await conn.execute(STORE_SQL, params)
+    return await fetch_result(pool, thread_id, result["id"]) or result

@@ -28,9 +28,17 @@ from infra.store.ids import ChatId, MessageId, UserId
 RECORD_SQL = """
 insert into public.reply_usage as u
   (message_id, user_id, chat_id, model, input_tokens, output_tokens, tool_calls)
-select m.id, c.user_id, m.chat_id, %(model)s, %(input)s, %(output)s, %(tool_calls)s
-from public.message m join public.chat c on c.id = m.chat_id
-where m.id = %(message_id)s
+select r.id, r.user_id, r.chat_id, %(model)s, %(input)s, %(output)s, %(tool_calls)s
+from (
+  select m.id, c.user_id, m.chat_id
+  from public.message m join public.chat c on c.id = m.chat_id
+  where m.id = %(message_id)s
+  union all
+  -- A reply deleted while its turn ran (infra/store/erased_turns.py): spent all the same.
+  select e.reply_id, e.user_id, e.chat_id from handoff.erased_turn e
+  where e.reply_id = %(message_id)s
+  limit 1
+) r
 on conflict (message_id) do update
 set model = coalesce(excluded.model, u.model),
     input_tokens = greatest(u.input_tokens, excluded.input_tokens),

@@ -145,6 +145,8 @@ CLOSED_RELATIONS = (
     "langgraph.checkpoint_blobs",
     "langgraph.checkpoint_writes",
     "langgraph.checkpoint_migrations",
+    "handoff.erased_object",
+    "handoff.erased_turn",
     "handoff.migrations",
     "handoff.tool_results",
     "handoff.user_limits",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 from infra.store.ids import ChatId, MessageId, UserId
@@ -45,17 +46,24 @@ def test_a_handed_off_turn_carries_the_event_contract_and_nothing_of_the_request
     assert (data["kind"], data["checkpointId"]) == ("handoff", "1f0-checkpoint")
     assert data["handedOffAt"] is not None
     # The job's key is the event's id, and the quick path's run is its own: neither is data.
-    assert not {"jobKey", "runId", "edit"} & set(data)
-    assert Turn.model_validate(data) == paused.model_copy(update={"job_key": "", "run_id": ""})
+    # Nor is the message's text: it stays in the message row.
+    assert not {"jobKey", "runId", "edit", "content"} & set(data)
+    assert Turn.model_validate(data) == paused.model_copy(
+        update={"job_key": "", "run_id": "", "content": None}
+    )
 
 
-def test_a_waiting_turn_keeps_the_message_the_background_runs_from() -> None:
+def test_a_waiting_turn_names_its_message_and_carries_none_of_its_text() -> None:
     turn = quick_turn()
 
-    stored = Turn.model_validate(turn.waiting().to_data())
+    data = turn.waiting().to_data()
+    stored = Turn.model_validate(data)
 
     assert stored.kind == "turn"
-    assert (stored.user_message_id, stored.content) == (turn.user_message_id, turn.content)
+    # The background reads the text from the message row: deleting the message erases it.
+    assert (stored.user_message_id, stored.content) == (turn.user_message_id, None)
+    assert turn.content is not None
+    assert turn.content not in json.dumps(data)
 
 
 def test_a_job_stored_before_turns_carried_their_message_still_reads() -> None:
