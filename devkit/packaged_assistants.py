@@ -39,26 +39,27 @@ def assistants_code(settings: Settings) -> AssistantsCode:
     """The code and extras of the assistants `settings.assistants` names, loaded (and so
     imported) here as a Lambda loads them; AssistantsNotPackable if they cannot be."""
     reference = settings.assistants
+    module = reference.partition(":")[0]
+    top = module.partition(".")[0]
+    if top in NOT_IN_BOTH:
+        raise AssistantsNotPackable(
+            f"ASSISTANTS={reference}: {top}/ is not in both Lambda zips; put the assistants in"
+            " a package of their own."
+        )
     try:
         assistants = load_assistants(reference)
     except AssistantDefinitionError as exc:
         raise AssistantsNotPackable(str(exc)) from exc
-    module = reference.partition(":")[0]
     providers = {model_name(assistant, settings).partition(":")[0] for assistant in assistants}
     return AssistantsCode(
         module=module,
-        path=_top_level_source(reference, module.partition(".")[0]),
+        path=_top_level_source(reference, top),
         extras=tuple(sorted(providers & PROVIDER_EXTRAS)),
     )
 
 
 def _top_level_source(reference: str, top: str) -> Path:
     where = f"ASSISTANTS={reference}:"
-    if top in NOT_IN_BOTH:
-        raise AssistantsNotPackable(
-            f"{where} {top}/ is not in both Lambda zips; put the assistants in a package of"
-            " their own."
-        )
     spec = importlib.util.find_spec(top)
     if spec is not None and spec.submodule_search_locations is not None:
         folders = list(spec.submodule_search_locations)
