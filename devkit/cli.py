@@ -56,7 +56,8 @@ def command_line() -> argparse.ArgumentParser:
     package.add_argument(
         "--extra",
         action="append",
-        help="an optional dependency group to ship (default: the provider MODEL names)",
+        help="another optional dependency group to ship, beyond those of the assistants'"
+        " model providers",
     )
     return parser
 
@@ -67,8 +68,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "package":
         if not args.uv:
             parser.error("uv is not on PATH: pass --uv /path/to/uv")
-        package_lambdas(args.out, args.uv, tuple(args.extra or model_extras()))
-        return
+        sys.exit(package_lambdas(args.out, args.uv, tuple(args.extra or ())))
     if args.command == "chat":
         from devkit import terminal_chat
 
@@ -129,22 +129,25 @@ def run_dev(host: str, port: int, data_dir: Path | None) -> int:
     return dev_server.run(settings, host, port, home, assistants)
 
 
-def model_extras() -> list[str]:
-    """The extra that MODEL's provider needs in the artefacts, if the project has one."""
-    from agent.model import PROVIDER_EXTRAS
+def package_lambdas(out: Path, uv: str, more_extras: tuple[str, ...]) -> int:
+    """Both zips, with the assistants ASSISTANTS names and the extras of their models'
+    providers (and `more_extras`); 1, with one sentence, when they cannot be built."""
+    from devkit.lambda_package import PackagingError, build_artefacts
+    from devkit.packaged_assistants import AssistantsNotPackable, assistants_code
     from infra.settings import Settings
 
-    provider = Settings().model.partition(":")[0]
-    return [provider] if provider in PROVIDER_EXTRAS else []
-
-
-def package_lambdas(out: Path, uv: str, extras: tuple[str, ...]) -> None:
-    from devkit.lambda_package import build_artefacts
-
-    if extras:
-        print(f"with the optional dependencies of: {', '.join(extras)}", flush=True)
-    for artefact in build_artefacts(PROJECT_ROOT, out, uv=uv, extras=extras):
-        print(describe_artefact(artefact), flush=True)
+    try:
+        assistants = assistants_code(Settings())
+        extras = tuple(sorted({*assistants.extras, *more_extras}))
+        print(f"with the assistants of {assistants.module} ({assistants.path})", flush=True)
+        if extras:
+            print(f"with the optional dependencies of: {', '.join(extras)}", flush=True)
+        for artefact in build_artefacts(PROJECT_ROOT, out, assistants, uv=uv, extras=extras):
+            print(describe_artefact(artefact), flush=True)
+    except (AssistantsNotPackable, PackagingError) as exc:
+        print(f"handoff package: {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def describe_artefact(artefact: Artefact) -> str:

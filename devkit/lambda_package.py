@@ -13,16 +13,17 @@ import stat
 import subprocess
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from devkit.import_closure import missing_from, third_party_imports
+from devkit.packaged_assistants import AssistantsCode
 
-# What both artefacts carry of ours; each adds its own shell, and devkit/ is in neither.
-# demo/ is the default ASSISTANTS, loaded by that name at start (no import finds it).
-CORE_PACKAGES = ("agent", "turns", "infra", "demo")
+# What both artefacts carry of ours; each adds its own shell and the assistants' code (demo/
+# for the default ASSISTANTS), and devkit/ is in neither.
+CORE_PACKAGES = ("agent", "turns", "infra")
 PYTHON_VERSION = "3.12"
 # Lambda's python3.12 runs on Amazon Linux 2023, whose glibc is 2.34.
 PYTHON_PLATFORM = "x86_64-manylinux_2_34"
@@ -75,6 +76,7 @@ class Artefact:
 def build_artefacts(
     root: Path,
     out: Path,
+    assistants: AssistantsCode,
     *,
     uv: str = "uv",
     specs: tuple[ArtefactSpec, ...] = ARTEFACTS,
@@ -82,7 +84,8 @@ def build_artefacts(
     extras: tuple[str, ...] = (),
 ) -> list[Artefact]:
     """Build `out/<name>.zip` for each spec from the project at `root` and its uv.lock, with
-    the optional dependencies of `extras` (a model provider's package, say).
+    the assistants' code and the optional dependencies of `extras` (a model provider's
+    package, say).
 
     `python_version` other than Lambda's is for tests that run an artefact on this machine.
     """
@@ -99,6 +102,7 @@ def build_artefacts(
                 out,
                 Path(scratch),
                 spec,
+                assistants,
                 uv=uv,
                 python_version=python_version,
                 extras=extras,
@@ -113,6 +117,7 @@ def build_artefact(
     out: Path,
     scratch: Path,
     spec: ArtefactSpec,
+    assistants: AssistantsCode,
     *,
     uv: str = "uv",
     python_version: str = PYTHON_VERSION,
@@ -144,14 +149,12 @@ def build_artefact(
         ],
         root,
     )
-    for package in spec.packages:
-        shutil.copytree(
-            root / package,
-            staging / package,
-            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-            dirs_exist_ok=True,
-        )
-    _check_imports(root, staging, spec)
+    sources = {package: root / package for package in spec.packages}
+    sources[assistants.top] = assistants.path
+    for source in sources.values():
+        _copy_source(source, staging / source.name)
+    # A package of ours left out of the artefact counts as missing too.
+    check_imports(spec.name, staging, sources, (spec.entry_module, assistants.module))
     _remove_bytecode(staging)
     unzipped = _tree_bytes(staging)
     if unzipped >= UNZIPPED_LIMIT_BYTES:
@@ -178,14 +181,34 @@ def _export_flags(spec: ArtefactSpec, extras: tuple[str, ...]) -> list[str]:
     return flags
 
 
-def _check_imports(root: Path, staging: Path, spec: ArtefactSpec) -> None:
-    # A package of ours left out of the artefact counts as missing too.
-    needed = third_party_imports(root, spec.entry_module, spec.packages)
-    missing = missing_from(staging, needed)
+def _copy_source(source: Path, target: Path) -> None:
+    if source.is_file():  # an assistants' module of one file
+        shutil.copy(source, target)
+        return
+    shutil.copytree(
+        source,
+        target,
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        dirs_exist_ok=True,
+    )
+
+
+def check_imports(
+    artefact: str, site: Path, sources: Mapping[str, Path], entries: Sequence[str]
+) -> None:
+    """Unless `site` holds every third-party module that importing `entries` runs (from
+    `sources`, our packages and the assistants' code), PackagingError, naming each one left
+    out and the modules that import it."""
+    needed = third_party_imports(sources, entries)
+    missing = missing_from(site, set(needed))
     if missing:
+        what = "; ".join(
+            f"{name} (imported by {', '.join(sorted(needed[name]))})" for name in missing
+        )
         raise PackagingError(
-            f"{spec.name}: {spec.entry_module} imports {', '.join(missing)}, which the "
-            f"artefact leaves out (see ARTEFACTS in {__name__})"
+            f"{artefact}: the artefact leaves out {what}. A package the assistants import must"
+            " be a dependency of this project (`uv add <distribution>`); if Handoff's own"
+            f" code imports it, ARTEFACTS ({__name__}) leaves it out by mistake."
         )
 
 

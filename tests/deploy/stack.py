@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from devkit.lambda_package import Artefact, build_artefacts
+from devkit.packaged_assistants import assistants_code
+from infra.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGE = "ci"
@@ -82,7 +84,9 @@ def deploy_offline(workdir: Path) -> Deployment:
     service = workdir / "service"
     service.mkdir()
     shutil.copy(ROOT / "serverless.yml", service / "serverless.yml")
-    artefacts = build_artefacts(ROOT, service / "dist", uv=uv_binary())
+    # The assistants ASSISTANTS names, the demo's by default, as `handoff package` finds them.
+    assistants = assistants_code(Settings())
+    artefacts = build_artefacts(ROOT, service / "dist", assistants, uv=uv_binary())
     out = workdir / "package"
     result = subprocess.run(  # noqa: S603
         [*command, "package", "--stage", STAGE, "--region", REGION, "--package", str(out)],

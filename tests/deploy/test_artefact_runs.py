@@ -4,6 +4,10 @@ Lambda's python3.12 is not here, so these artefacts are built the same way for t
 Python, unzipped with their permission bits, and run by an interpreter that sees nothing but
 the artefact: a dependency left out by mistake, a run.sh that lost its exec bit or a wrong
 PYTHONPATH fails here rather than at the first cold start.
+
+They are packaged as a deployment with its own assistants packages them: `acme_agents`, a
+package outside the checkout with a tool of its own and an OpenAI model, which MODEL (scripted)
+does not name.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import httpx
 import pytest
 
 from devkit.lambda_package import build_artefacts
+from devkit.packaged_assistants import assistants_code
+from infra.settings import Settings
 from tests.deploy.stack import ROOT, uv_binary
 
 READY_WITHIN_S = 30
@@ -33,6 +39,27 @@ PLACEHOLDER_ENV = {
     "SUPABASE_JWT_SECRET": "placeholder-" + "x" * 32,
     "INNGEST_EVENT_KEY": "placeholder",
     "INNGEST_SIGNING_KEY": "signkey-prod-" + "0" * 64,
+    # Both entries make every assistant's model at start: OpenAI's needs a key, never used.
+    "OPENAI_API_KEY": "sk-placeholder",
+}
+ACME_ASSISTANTS = "acme_agents.assistants:ASSISTANTS"
+ACME_SOURCES = {
+    "__init__.py": '"""The assistants of Acme."""\n',
+    "tools.py": (
+        "from langchain_core.tools import tool\n"
+        "@tool\n"
+        "def stock_level(sku: str) -> str:\n"
+        '    """How many of `sku` Acme has in stock."""\n'
+        "    return f'{sku}: 3 in stock'\n"
+    ),
+    "assistants.py": (
+        "from agent.assistants import Assistant\n"
+        "from acme_agents.tools import stock_level\n"
+        "ASSISTANTS = [\n"
+        "    Assistant(id='stock', name='Stock', model='openai:gpt-4o-mini',"
+        " tools=[stock_level]),\n"
+        "]\n"
+    ),
 }
 
 
@@ -44,8 +71,23 @@ def tasks(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     uv = uv_binary()
     work = tmp_path_factory.mktemp("artefacts")
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    # With a provider's extra, as `handoff package` ships it when MODEL names that provider.
-    built = build_artefacts(ROOT, work / "dist", uv=uv, python_version=version, extras=("openai",))
+    for name, source in ACME_SOURCES.items():
+        path = work / "project" / "acme_agents" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+    # As `handoff package` runs with ASSISTANTS set and the package on the import path.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(work / "project")
+        assistants = assistants_code(Settings(assistants=ACME_ASSISTANTS, model="scripted"))
+        assert assistants.extras == ("openai",)
+        built = build_artefacts(
+            ROOT,
+            work / "dist",
+            assistants,
+            uv=uv,
+            python_version=version,
+            extras=assistants.extras,
+        )
     tasks = {}
     for artefact in built:
         tasks[artefact.name] = work / artefact.name
@@ -81,6 +123,7 @@ def task_env(bare_python: Path, **extra: str) -> dict[str, str]:
         "PATH": f"{bare_python}{os.pathsep}/usr/bin{os.pathsep}/bin",
         "HOME": str(bare_python.parent),
         **PLACEHOLDER_ENV,
+        "ASSISTANTS": ACME_ASSISTANTS,
         **extra,
     }
 
@@ -181,15 +224,34 @@ def test_the_inngest_handler_refuses_an_unsigned_function_url_event(
 
 
 @pytest.mark.parametrize("artefact", ["respond", "inngest"])
-def test_an_artefact_built_with_a_providers_extra_can_make_its_model(
+def test_each_artefact_carries_the_users_assistants_and_their_providers_package(
+    tasks: dict[str, Path], artefact: str
+) -> None:
+    task = tasks[artefact]
+    assert (task / "acme_agents" / "assistants.py").is_file()
+    assert (task / "acme_agents" / "tools.py").is_file()
+    assert (task / "langchain_openai").is_dir()
+    # The demo's assistants are not this deployment's.
+    assert not (task / "demo").exists()
+
+
+@pytest.mark.parametrize("artefact", ["respond", "inngest"])
+def test_each_artefact_loads_the_users_assistants_with_their_model(
     tasks: dict[str, Path], bare_python: Path, artefact: str
 ) -> None:
-    # GIVEN artefacts packaged for MODEL=openai:…, WHEN a bare interpreter makes the model as
-    # the app does at start, THEN the provider's package is there
+    # GIVEN the artefacts packaged with ASSISTANTS=acme_agents.assistants:ASSISTANTS, WHEN a
+    # bare interpreter loads and checks the assistants as the entries do at start (the OpenAI
+    # model made), THEN they come from the artefact, with their own tool
     script = (
-        "from agent.model import check_model\n"
-        "check_model('openai:gpt-4o-mini', {'api_key': 'sk-test'})\n"
-        "print('made')\n"
+        "import acme_agents\n"
+        "from infra.settings import Settings\n"
+        "from turns.assistants import load_checked\n"
+        "for assistant in load_checked(Settings()):\n"
+        "    print(assistant.id, assistant.model, *(tool.name for tool in assistant.tools))\n"
+        "print(acme_agents.__file__)\n"
     )
     result = run_in_task(tasks[artefact], bare_python, script)
-    assert result.stdout.strip() == "made"
+    assert result.stdout.splitlines() == [
+        "stock openai:gpt-4o-mini stock_level",
+        str(tasks[artefact] / "acme_agents" / "__init__.py"),
+    ]

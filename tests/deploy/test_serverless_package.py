@@ -139,6 +139,8 @@ def test_both_functions_read_their_secrets_from_one_parameter_path(
         env = function(deployment, name)["Environment"]["Variables"]
         assert env["SSM_PARAMETER_PATH"] == PARAMETER_PATH
         assert "MODEL" in env
+        # The assistants the zips were packaged with (the demo's by default).
+        assert env["ASSISTANTS"] == Settings().assistants
         assert not {"DATABASE_URL", "SUPABASE_JWT_SECRET", "INNGEST_SIGNING_KEY"} & set(env)
     inngest_env = function(deployment, "Inngest")["Environment"]["Variables"]
     assert inngest_env["LARGE_OUTPUT_BUCKET"] == {"Ref": "LargeOutputBucket"}
