@@ -25,15 +25,13 @@ USER_NAME = "User"
 async def unheard(pool: Pool, turn: Turn, state: StateSnapshot) -> list[HumanMessage]:
     """The public messages the turn's thread (at `state`) has not seen, attributed; none, and no
     query, for a chat with one assistant."""
-    if not turn.assistant_names:
+    # Before the turn's message: an edit's, the message it replaces.
+    before = turn.edit.message_id if turn.edit is not None else turn.user_message_id
+    if not turn.assistant_names or before is None:
         return []
     async with pool.connection() as conn:
         public = await public_messages.not_by(
-            conn,
-            chat_id=turn.chat_id,
-            assistant_id=turn.assistant_id,
-            message_id=turn.user_message_id,
-            before=turn.edit.message_id if turn.edit is not None else None,
+            conn, chat_id=turn.chat_id, assistant_id=turn.assistant_id, before=before
         )
     in_thread = {m.id for m in state_values(state).get("messages", [])}
     return [attributed(m, turn.assistant_names) for m in public if str(m.id) not in in_thread]

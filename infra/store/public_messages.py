@@ -17,19 +17,19 @@ from infra.store.ids import ChatId, MessageId
 LOOK_BACK = 50
 
 # As the service, what `assistant_id` did not write and was not addressed: the users' messages
-# to other assistants, the others' completed replies; none off its branch (`stale`), none after
-# `before` (the message an edit or a regenerated reply replaces), not the turn's own message.
-# Newest first, for the look-back; user before reply at one instant, in chat order.
+# to other assistants, the others' completed replies; none off its branch (`stale`), none from
+# the instant of `before` on (the turn's message, or the one an edit replaces: the replies a
+# message started are stored with it, at its instant). Newest first, for the look-back; user
+# before reply at one instant, in chat order.
 UNHEARD_SQL = """
 select m.id, m.role, m.assistant_id, m.content from public.message m
-where m.chat_id = %(chat_id)s and m.id is distinct from %(message_id)s::uuid
-  and m.assistant_id <> %(assistant_id)s
+where m.chat_id = %(chat_id)s and m.assistant_id <> %(assistant_id)s
   and not coalesce((m.metadata ->> 'stale')::boolean, false)
   and ((m.role = 'user'
         and not coalesce(m.metadata -> 'addressedTo', '[]'::jsonb) ? %(assistant_id)s)
        or (m.role = 'assistant' and m.status = 'completed' and m.content <> ''))
-  and (%(before)s::uuid is null
-       or m.created_at < (select b.created_at from public.message b where b.id = %(before)s))
+  and m.created_at < coalesce(
+    (select b.created_at from public.message b where b.id = %(before)s), 'infinity')
 order by m.created_at desc, m.role
 limit %(limit)s
 """
@@ -51,15 +51,13 @@ async def not_by(
     *,
     chat_id: ChatId,
     assistant_id: str,
-    message_id: MessageId | None,
-    before: MessageId | None,
+    before: MessageId,
 ) -> list[PublicMessage]:
     """The chat's newest public messages (LOOK_BACK) neither by nor to `assistant_id`, oldest
-    first, without `message_id` (the turn's own) and those from `before` on."""
+    first, from before the message `before` (all, while it is not stored yet)."""
     params = {
         "chat_id": chat_id,
         "assistant_id": assistant_id,
-        "message_id": message_id,
         "before": before,
         "limit": LOOK_BACK,
     }
