@@ -32,7 +32,8 @@ def answering(events: list[Event]) -> str:
 async def stored(database_url: str) -> dict[str, int]:
     [row] = await fetch(
         database_url,
-        "select (select count(*) from message) as messages, (select count(*) from job_runs) as jobs",
+        "select (select count(*) from message) as messages,"
+        " (select count(*) from job_runs) as jobs",
     )
     return dict(row)
 
