@@ -66,8 +66,11 @@ class Turn(BaseModel):
         return {"chat_id": str(self.chat_id), "correlation_id": str(self.reply_id)}
 
     def to_data(self) -> TurnPayload:
-        """The job's payload and the event's data."""
-        return cast(TurnPayload, self.model_dump(mode="json", by_alias=True))
+        """The job's payload and the event's data. A key later builds added is left out at its
+        default, so a turn of one assistant keeps the shape the previous build reads and writes."""
+        unset = {"assistant_names"} if not self.assistant_names else set()
+        unset |= {"owns_message"} if self.owns_message else set()
+        return cast(TurnPayload, self.model_dump(mode="json", by_alias=True, exclude=unset))
 
     def paused_at(self, checkpoint_id: str | None) -> Turn:
         """The turn handed off at `checkpoint_id`, for the background to resume."""

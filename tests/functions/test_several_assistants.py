@@ -29,12 +29,21 @@ async def test_two_mentions_get_two_replies_in_mention_order(database_url: str) 
     user_id, chat_id = await create_user_with_chat(
         database_url, assistants=["default", "calculator"]
     )
+    token = token_for(user_id)
     async with running_stack(database_url) as stack:
         stack.executor.call_delay_s = CALL_DELAY_S
-        # WHEN a message mentions the calculator, then the helper (the chat's default)
+        # GIVEN the helper (the chat's default) answered once already
+        await stack.respond(token, message(chat_id, "@helper first"))
+        # WHEN a message mentions the calculator, then the helper
         content = "@Calculator and @helper: hello"
-        events = await stack.respond(token_for(user_id), message(chat_id, content))
+        events = await stack.respond(token, message(chat_id, content))
         await stack.executor.wait_idle()
+        # (and later the user edits it, for the calculator: the message is that one's)
+        [user_message] = await fetch(
+            database_url, "select * from message where role = 'user' and content = %s", content
+        )
+        edit = {"assistantId": "calculator", "editOf": str(user_message["id"])}
+        edited = await stack.respond(token, message(chat_id, "@helper too: edited", **edit))
 
     # THEN the calculator, mentioned first, answers on the quick path, and the stream names the
     # other reply the message started
@@ -44,10 +53,11 @@ async def test_two_mentions_get_two_replies_in_mention_order(database_url: str) 
     assert other["assistantId"] == "default"
     assert events[-1][0] == "done"
     # AND the helper's reply, run whole in the background in its own slot, completes too
-    [user_message] = await fetch(database_url, "select * from message where role = 'user'")
     replies = {
         r["assistant_id"]: r
-        for r in await fetch(database_url, "select * from message where role = 'assistant'")
+        for r in await fetch(
+            database_url, "select * from message where parent_message_id = %s", user_message["id"]
+        )
     }
     assert set(replies) == {"calculator", "default"}
     helper = replies["default"]
@@ -55,21 +65,24 @@ async def test_two_mentions_get_two_replies_in_mention_order(database_url: str) 
     assert helper["status"] == "completed"
     assert helper["content"] == f'You said: "{content}"'
     assert str(replies["calculator"]["id"]) == metadata["assistantMessageId"]
-    assert all(r["parent_message_id"] == user_message["id"] for r in replies.values())
     # AND the message is stored once, for its first addressee, naming all of them in order
     assert user_message["assistant_id"] == "calculator"
     assert user_message["metadata"]["addressedTo"] == ["calculator", "default"]
-    jobs = {
-        j["assistant_id"]: (j["kind"], j["status"])
-        for j in await fetch(database_url, "select * from job_runs")
+    jobs = await fetch(database_url, "select * from job_runs where root_message_id = any(%s)",
+                       [r["id"] for r in replies.values()])  # fmt: skip
+    assert {j["assistant_id"]: (j["kind"], j["status"]) for j in jobs} == {
+        "calculator": ("quick", "completed"),
+        "default": ("turn", "completed"),
     }
-    assert jobs == {"calculator": ("quick", "completed"), "default": ("turn", "completed")}
-    # AND the helper's thread began from the user's message, which keeps the marks of the
-    # calculator's turn (edits fork that one)
+    # AND the helper's thread went on from its own turn with the user's message
     thread = await durable_messages(database_url, chat_id, "default")
-    assert [m.content for m in thread if isinstance(m, HumanMessage)] == [content]
-    assert user_message["metadata"]["branchId"] == "main"
+    assert [m.content for m in thread if isinstance(m, HumanMessage)] == ["@helper first", content]
+    # AND the message keeps the marks of the calculator's turn, which began its thread: an edit
+    # forks that thread, and only the calculator answers it
     assert user_message["metadata"]["checkpointId"] is None
+    assert edited[0][1]["assistantId"] == "calculator"
+    assert "otherReplies" not in edited[0][1]
+    assert edited[-1][0] == "done"
 
 
 async def test_a_further_addressee_whose_slot_is_taken_refuses_the_whole_message(
