@@ -16,9 +16,10 @@ from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
 from infra.store import forks
-from infra.store.ids import ChatId, client_message_id
+from infra.store.ids import ChatId, UserId, client_message_id
+from turns.routing import Addressees, NotInChat, TooManyAddressees, addressees
 from turns.start import Strategy
-from turns.streaming import new_turn, stream_turn
+from turns.streaming import TurnHost, new_turn, stream_turn
 
 router = APIRouter()
 
@@ -31,7 +32,8 @@ class RespondRequest(BaseModel):
     # The client's own id for its message, to send it again without doubling it: scoped to the
     # chat, it names the stored message through `client_message_id`, which `metadata` returns.
     user_message_id: UUID | None = None
-    # None: the deployment's default assistant.
+    # Who answers: this assistant; None: those the content @-mentions, else the chat's default
+    # (turns/routing.py).
     assistant_id: AssistantId = None
     # A user message of this chat and assistant to replace: the turn forks the thread from the
     # checkpoint that message's turn started from.
@@ -55,7 +57,8 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
     if not body.content.strip():
         raise ApiError(422, "invalid_request", "content: must not be blank")
     chat_id = ChatId(body.chat_id)
-    assistant = host.assistants.pick(body.assistant_id)
+    route = await _addressees(host, body, chat_id, user.id)
+    assistant = route.first
     edit = None
     if body.edit_of is not None:
         # Read under RLS first: it names the checkpoint the history comes from.
@@ -66,18 +69,69 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
             assistant_id=assistant.id,
             message_id=body.edit_of,
         )
+    user_message_id = (
+        client_message_id(chat_id, body.user_message_id)
+        if body.user_message_id is not None
+        else None
+    )
     turn = new_turn(
         settings,
         assistant,
         user_id=user.id,
         chat_id=chat_id,
         content=body.content,
-        user_message_id=(
-            client_message_id(chat_id, body.user_message_id)
-            if body.user_message_id is not None
-            else None
-        ),
+        user_message_id=user_message_id,
         edit=edit,
+        assistant_names=route.names,
     )
-    stream = await stream_turn(turn, body.multitask_strategy, user.claims, host, started=started)
+    # An edit forks the thread of the assistant it edits, and no other.
+    others = [
+        new_turn(
+            settings,
+            other,
+            user_id=user.id,
+            chat_id=chat_id,
+            content=body.content,
+            user_message_id=turn.user_message_id,
+            assistant_names=route.names,
+            owns_message=False,
+        )
+        for other in (route.others if edit is None else [])
+    ]
+    turn = turn.model_copy(update={"other_replies": {o.assistant_id: o.reply_id for o in others}})
+    stream = await stream_turn(
+        turn, body.multitask_strategy, user.claims, host, started=started, others=others
+    )
     return event_stream(stream.events, turn=stream.turn)
+
+
+async def _addressees(
+    host: TurnHost, body: RespondRequest, chat_id: ChatId, user_id: UserId
+) -> Addressees:
+    """Who answers the message, or the error that says why nobody can."""
+    settings = host.services.settings
+    try:
+        return await addressees(
+            await host.services.pool(),
+            host.assistants,
+            chat_id=chat_id,
+            user_id=user_id,
+            content=body.content,
+            assistant_id=body.assistant_id,
+            max_per_message=settings.max_assistants_per_message,
+        )
+    except NotInChat as exc:
+        who = exc.assistant
+        raise ApiError(
+            409,
+            "assistant_not_in_chat",
+            f"{who.name} ({who.id}) is not in this chat. Add it with POST"
+            f" /api/chats/{chat_id}/assistants, then send the message again.",
+        ) from exc
+    except TooManyAddressees as exc:
+        raise ApiError(
+            422,
+            "invalid_request",
+            f"content: mentions more assistants than MAX_ASSISTANTS_PER_MESSAGE ({exc.limit})"
+            " allows in one message.",
+        ) from exc

@@ -47,6 +47,8 @@ class TurnPayload(TypedDict):
     content: NotRequired[str | None]
     trace: NotRequired[dict[str, str]]
     handedOffAt: NotRequired[float | None]
+    assistantNames: NotRequired[dict[str, str]]
+    ownsMessage: NotRequired[bool]
 
 
 class CancelData(TypedDict):

@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     database_url: str | None = None
     # The deployment's assistants, `module:attribute` (docs/assistants.md).
     assistants: str = "demo.assistants:ASSISTANTS"
+    # The most assistants one message may @-mention: each one mentioned answers it (docs/api.md).
+    max_assistants_per_message: int = Field(default=3, gt=0)
     # The model of every assistant that names none of its own.
     model: str = "scripted"
     scripted_token_delay_ms: int = Field(default=15, ge=0)

@@ -7,7 +7,7 @@ import asyncio
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -88,8 +88,10 @@ def token_for(user_id: uuid.UUID, *, secret: str = JWT_SECRET, **overrides: Any)
 
 
 async def create_user_with_chat(
-    database_url: str, *, chat_id: uuid.UUID | None = None
+    database_url: str, *, chat_id: uuid.UUID | None = None, assistants: Sequence[str] = ()
 ) -> tuple[uuid.UUID, uuid.UUID]:
+    """A user and their chat; `assistants` take part in it, the first the chat's default (none:
+    the deployment's default alone)."""
     user_id, chat_id = uuid.uuid4(), chat_id or uuid.uuid4()
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(
@@ -99,6 +101,12 @@ async def create_user_with_chat(
             "insert into public.chat (id, user_id, title) values (%s, %s, 'test')",
             (chat_id, user_id),
         )
+        for i, assistant_id in enumerate(assistants):
+            await conn.execute(
+                "insert into public.chat_assistant (chat_id, assistant_id, is_default)"
+                " values (%s, %s, %s)",
+                (chat_id, assistant_id, i == 0),
+            )
     return user_id, chat_id
 
 

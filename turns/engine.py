@@ -16,7 +16,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
@@ -54,6 +54,7 @@ from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_la
 from infra.store.messages import MessageMetadata
 from infra.store.usage import Spent
 from turns.assistants import GRAPHS
+from turns.context import unheard
 from turns.turn import Turn
 
 
@@ -72,6 +73,9 @@ class Run:
     model: str  # `provider:model`, or `scripted`
     # The branch the turn continues, or the one its fork opens (infra/store/branches.py).
     branch: str = branches.MAIN_BRANCH
+    # What the other voices of the chat said that the thread has not seen (turns/context.py):
+    # the opening gives it before the user's message.
+    heard: tuple[HumanMessage, ...] = ()
 
     async def state(self) -> StateSnapshot:
         return await self.graph.aget_state(self.config)
@@ -171,7 +175,10 @@ async def load_run(
     config = thread_config(turn.thread_id)
     if turn.run_id:
         config["run_id"] = uuid.UUID(turn.run_id)
-    return Run(graph, memory, known, config, str(turn.model_spec.get("model", "")), branch)
+    run = Run(graph, memory, known, config, str(turn.model_spec.get("model", "")), branch)
+    if not opens:
+        return run
+    return replace(run, heard=tuple(await unheard(pool, turn, await run.state())))
 
 
 async def durable_state(
@@ -217,12 +224,14 @@ def began(state: StateSnapshot, turn: Turn) -> bool:
 
 async def opening(run: Run, turn: Turn) -> AgentState:
     """The input that begins the turn: the user's message, after answers to any calls that a
-    canceled job never ran (a model must see every call answered)."""
+    canceled job never ran (a model must see every call answered) and what the chat's other
+    voices said that the thread has not seen."""
     before = await run.state()
     check_schema(before)
     message = HumanMessage(content=turn.content or "", id=str(turn.user_message_id))
     messages: list[AnyMessage] = [
         *unanswered_calls_closed(state_values(before).get("messages", [])),
+        *run.heard,
         message,
     ]
     # An instruction given on resuming the turn before is that turn's only.
@@ -252,6 +261,7 @@ async def store_run(conn: Conn, run: Run, turn: Turn, *, opened: bool) -> Messag
         base_checkpoint_id=run.known,
         head=head,
         edit=turn.edit,
+        marks_message=turn.owns_message,
     )
     return {"checkpointId": head, "branchId": run.branch}
 

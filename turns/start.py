@@ -14,22 +14,28 @@ database. The second one, by its strategy:
 - `steer`: the message joins the active background job (infra/store/steers.py), whose next model
   round sees it, and gets no reply of its own; while the active job is a quick path still
   streaming, it is enqueued instead.
+
+A message to several assistants stores the user's message once and takes each further
+addressee's own slot for a turn the background runs whole, by the same strategy (`steer` there
+enqueues: one message joins one job).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from infra import telemetry
 from infra.db import Conn, Pool
-from infra.store import admission, erased_turns, jobs, limits, messages, steers
+from infra.store import admission, erased_turns, limits, messages, slots, steers
 from infra.store.access import Claims, act_as_service, act_as_user
 from infra.store.chats import ChatNotFound
-from infra.store.jobs import CanceledJob, JobAlreadyActive, SlotRequest
+from infra.store.jobs import CanceledJob, JobAlreadyActive
 from infra.store.limits import TurnLimits
 from infra.store.messages import ReplyStatus
+from infra.store.slots import SlotRequest
 from infra.store.steers import SteeredJob
 from turns import endings
 from turns.engine import reply_metadata
@@ -45,6 +51,9 @@ class Slot:
     queued: bool  # True: the turn waits behind the active job and runs in the background
     interrupted: CanceledJob | None = None  # the job this turn canceled to take the slot
     steered: SteeredJob | None = None  # the running job the message joined (`steer`)
+    # The jobs of further addressees' slots that this message's `interrupt` canceled, by
+    # assistant.
+    others_interrupted: dict[str, CanceledJob] = field(default_factory=dict)
 
 
 async def start_turn(
@@ -54,6 +63,7 @@ async def start_turn(
     *,
     strategy: Strategy,
     turn_limits: TurnLimits,
+    others: Sequence[Turn] = (),
 ) -> Slot:
     """Store the user's message and take the chat's slot, or wait for it, as `strategy` says.
 
@@ -62,11 +72,16 @@ async def start_turn(
     three statements more than storing the message: the user's limits (infra/store/limits.py),
     the slot, which is free, and the reply; a daily token budget, when set, one more. Past a
     limit, nothing is stored.
+
+    `others`: the turns of the further assistants the message addresses, each taking its own
+    slot for the background to run whole (`queued`; by `strategy` when it is taken, `steer`
+    waiting as `enqueue` does), each with its reply, `queued`. Every reply counts against the
+    limits; one refused, nothing is stored.
     """
     with telemetry.tracer.start_as_current_span(
         "store message", attributes={"handoff.strategy": strategy}
     ):
-        return await _start(pool, claims, turn, strategy, turn_limits)
+        return await _start(pool, claims, turn, strategy, turn_limits, others)
 
 
 async def _start(
@@ -75,15 +90,19 @@ async def _start(
     turn: Turn,
     strategy: Strategy,
     turn_limits: TurnLimits,
+    others: Sequence[Turn],
 ) -> Slot:
     assert turn.user_message_id is not None
     assert turn.content is not None
-    request = SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id, turn.reply_id)
+    request = _request(turn)
+    addressees = [turn.assistant_id, *(o.assistant_id for o in others)]
     async with pool.connection() as conn, conn.transaction():
-        await limits.admit(conn, turn.user_id, "turns", limit=turn_limits.per_minute)
+        await limits.admit(
+            conn, turn.user_id, "turns", limit=turn_limits.per_minute, count=len(addressees)
+        )
         if turn_limits.daily_tokens is not None:
             await limits.check_daily_tokens(conn, turn.user_id, budget=turn_limits.daily_tokens)
-        took = await jobs.take_slot(conn, request)
+        took = await slots.take_slot(conn, request)
         erased_running = await erased_turns.running(
             conn, turn.user_id, lease_s=turn_limits.lease_s, job_lease_s=turn_limits.job_lease_s
         )
@@ -98,8 +117,10 @@ async def _start(
             user_id=turn.user_id,
             job_key=turn.job_key,
             limits=turn_limits,
-            # A steered message adds no turn: the job it joins is counted already.
-            interrupts=strategy in ("interrupt", "steer"),
+            # The jobs this message cancels do not count; nor does one it joins (`steer`), as
+            # the message adds no turn there.
+            replaced=_replaced(strategy, addressees),
+            addressees=addressees,
             stored=turn.edit is not None and turn.edit.regenerate,
             erased_running=erased_running,
         )
@@ -107,26 +128,67 @@ async def _start(
             raise ChatNotFound(turn.chat_id)
         slot = Slot(queued=False)
         if not took:
-            slot = await _contend(conn, turn, request, strategy, turn_limits.lease_s)
-        if slot.steered is not None:
-            return slot
-        await _insert_reply(conn, turn, "queued" if slot.queued else "streaming")
-        if slot.queued:
-            payload = turn.waiting().to_data()
-            await jobs.wait_for_slot(conn, request, payload)
-        return slot
+            slot = await _contend(conn, turn, strategy, turn_limits.lease_s)
+        if slot.steered is None:
+            await _insert_reply(conn, turn, "queued" if slot.queued else "streaming")
+            if slot.queued:
+                await slots.wait_for_slot(conn, request, turn.waiting().to_data())
+        interrupted = {}
+        for other in others:
+            if canceled := await _start_other(conn, other, strategy, turn_limits.lease_s):
+                interrupted[other.assistant_id] = canceled
+        return replace(slot, others_interrupted=interrupted)
+
+
+def _request(turn: Turn) -> SlotRequest:
+    return SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id, turn.reply_id)
+
+
+def _replaced(strategy: Strategy, addressees: list[str]) -> list[str]:
+    """The assistants whose active job the message cancels (`interrupt`) or joins (`steer`,
+    the first addressee's alone)."""
+    if strategy == "interrupt":
+        return addressees
+    return addressees[:1] if strategy == "steer" else []
+
+
+async def _start_other(
+    conn: Conn, turn: Turn, strategy: Strategy, lease_s: float
+) -> CanceledJob | None:
+    """A further addressee's turn: its slot, `queued` for the background to run it whole (or
+    its job waiting, as `strategy` says), and its reply; the job `interrupt` canceled."""
+    await act_as_service(conn)
+    request = _request(turn)
+    payload = turn.waiting().to_data()
+    slot = Slot(queued=False)
+    if not await slots.queue_turn(conn, request, payload):
+        own = "enqueue" if strategy == "steer" else strategy  # one message joins one job
+        slot = await _contend(
+            conn, turn, own, lease_s, take=lambda: slots.queue_turn(conn, request, payload)
+        )
+    if slot.queued:
+        await slots.wait_for_slot(conn, request, payload)
+    await _insert_reply(conn, turn, "queued")
+    return slot.interrupted
 
 
 async def _contend(
-    conn: Conn, turn: Turn, request: SlotRequest, strategy: Strategy, lease_s: float
+    conn: Conn,
+    turn: Turn,
+    strategy: Strategy,
+    lease_s: float,
+    take: Callable[[], Awaitable[bool]] | None = None,
 ) -> Slot:
-    """The slot is taken: free it if its quick path died, else act as `strategy` says."""
+    """The slot is taken: free it if its quick path died, else act as `strategy` says. `take`
+    takes the slot (default: for the quick path)."""
     # The Data API roles cannot write jobs: the rest is the service's.
     await act_as_service(conn)
+    request = _request(turn)
+    take = take or (lambda: slots.take_slot(conn, request))
     expired = await endings.expire_dead_quick(
         conn, lease_s=lease_s, chat_id=turn.chat_id, assistant_id=turn.assistant_id
     )
-    if expired and await jobs.take_slot(conn, request):
+    if expired and await take():
         return Slot(queued=False)
     if strategy == "steer":
         assert turn.user_message_id is not None
@@ -139,7 +201,7 @@ async def _contend(
         if steered is not None:
             return Slot(queued=False, steered=steered)
         # The job ended meanwhile: the slot may be free now.
-        if await jobs.take_slot(conn, request):
+        if await take():
             return Slot(queued=False)
     if strategy in ("enqueue", "steer"):
         return Slot(queued=True)
@@ -147,7 +209,7 @@ async def _contend(
         # Another interrupting message may take the slot between the two statements.
         for _ in range(3):
             canceled = await endings.cancel_in(conn, turn.chat_id, turn.assistant_id)
-            if await jobs.take_slot(conn, request):
+            if await take():
                 return Slot(queued=False, interrupted=canceled)
     raise JobAlreadyActive(turn.chat_id)
 

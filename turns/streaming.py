@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,9 +26,11 @@ from infra.settings import Settings
 from infra.store.access import Claims
 from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
+from infra.store.jobs import CanceledJob
 from infra.store.limits import TurnLimits
 from infra.store.steers import SteeredJob
 from turns.assistants import turn_model_spec
+from turns.endings import Next, send_next
 from turns.engine import Run, load_run
 from turns.quick import Emit, run_turn
 from turns.start import Slot, Strategy, start_turn
@@ -70,9 +72,12 @@ def new_turn(
     content: str,
     user_message_id: MessageId | None = None,
     edit: Edit | None = None,
+    assistant_names: dict[str, str] | None = None,
+    owns_message: bool = True,
 ) -> Turn:
     """A turn of `assistant` answering `content`: its reply, run and job get new ids; the
-    user's message gets one too unless `user_message_id` names it."""
+    user's message gets one too unless `user_message_id` names it. `assistant_names` and
+    `owns_message`: as Turn says."""
     return Turn(
         user_id=user_id,
         chat_id=chat_id,
@@ -85,6 +90,8 @@ def new_turn(
         model_spec=turn_model_spec(assistant, settings),
         job_key=str(uuid.uuid4()),
         edit=edit,
+        assistant_names=assistant_names or {},
+        owns_message=owns_message,
     )
 
 
@@ -99,10 +106,17 @@ def turn_limits(settings: Settings) -> TurnLimits:
 
 
 async def stream_turn(
-    turn: Turn, strategy: Strategy, claims: Claims, host: TurnHost, *, started: float
+    turn: Turn,
+    strategy: Strategy,
+    claims: Claims,
+    host: TurnHost,
+    *,
+    started: float,
+    others: Sequence[Turn] = (),
 ) -> TurnStream:
-    """Start `turn` (its message stored, the chat's slot taken by `strategy`) and stream it.
-    `started`: when its request began (perf_counter)."""
+    """Start `turn` (its message stored, the chat's slot taken by `strategy`) and stream it;
+    `others`, the turns of the further assistants the message addresses, start with it in the
+    background. `started`: when its request began (perf_counter)."""
     pool = await host.services.pool()
     # The turn's trace begins here and goes with it, into the background too.
     span = telemetry.tracer.start_span(
@@ -110,37 +124,63 @@ async def stream_turn(
         attributes={"gen_ai.operation.name": "invoke_agent", **turn.attributes},
     )
     turn = turn.model_copy(update={"trace": telemetry.carrier(span)})
-    run, slot = await _start(pool, turn, strategy, claims, host, span)
-    if slot.steered is not None:
+    others = [o.model_copy(update={"trace": turn.trace}) for o in others]
+    run, slot = await _start(pool, turn, strategy, claims, host, span, others)
+    if slot.steered is not None or slot.queued:
         _drop(run)
-        span.set_attribute("handoff.steered", True)
+        await _others_go(host, turn.chat_id, others, slot)
+        span.set_attribute("handoff.steered" if slot.steered else "handoff.queued", True)
         span.end()
-        return _steered(turn, slot.steered)
-    if slot.queued:
-        _drop(run)
-        span.set_attribute("handoff.queued", True)
-        span.end()
+        if slot.steered is not None:
+            return _steered(turn, slot.steered)
         return _queued(turn, "enqueue" if strategy == "steer" else None)
-    stopped = slot.interrupted
-    if stopped is not None and stopped.reply_id is not None and not stopped.quick:
-        # Not awaited: the new turn's first token does not wait for the old run's stop.
-        stop = send_cancel(
-            host.events,
-            chat_id=turn.chat_id,
-            assistant_id=turn.assistant_id,
-            reply_id=stopped.reply_id,
-        )
-        _keep(host.turns, asyncio.create_task(stop))
-    return _relay(
-        host.turns,
-        lambda emit: run_turn(
+    if slot.interrupted is not None:
+        _stop(host, turn.chat_id, turn.assistant_id, slot.interrupted)
+
+    async def quick(emit: Emit) -> None:
+        quick_path = run_turn(
             turn, host.services, host.events, emit, run=run, span=span, started=started
-        ),
+        )
+        if not others and not slot.others_interrupted:
+            await quick_path
+            return
+        # Not one after another: the others' turns begin while the first streams.
+        await asyncio.gather(quick_path, _others_go(host, turn.chat_id, others, slot))
+
+    return _relay(host.turns, quick)
+
+
+async def _others_go(host: TurnHost, chat_id: ChatId, others: Sequence[Turn], slot: Slot) -> None:
+    """The further addressees' turns begin: each queued one's event is sent (the outbox relay
+    sends it should this fail), and a job this message interrupted is told to stop."""
+    for assistant_id, canceled in slot.others_interrupted.items():
+        _stop(host, chat_id, assistant_id, canceled)
+    if not others:
+        return
+    pool = await host.services.pool()
+    for other in others:
+        await send_next(pool, Next(host.events, chat_id, other.assistant_id))
+
+
+def _stop(host: TurnHost, chat_id: ChatId, assistant_id: str, stopped: CanceledJob) -> None:
+    """Tell the background run of a job this message canceled to stop: not awaited, so the
+    new turn's first token does not wait for it. A quick path finds its slot gone itself."""
+    if stopped.reply_id is None or stopped.quick:
+        return
+    stop = send_cancel(
+        host.events, chat_id=chat_id, assistant_id=assistant_id, reply_id=stopped.reply_id
     )
+    _keep(host.turns, asyncio.create_task(stop))
 
 
 async def _start(
-    pool: Pool, turn: Turn, strategy: Strategy, claims: Claims, host: TurnHost, span: Span
+    pool: Pool,
+    turn: Turn,
+    strategy: Strategy,
+    claims: Claims,
+    host: TurnHost,
+    span: Span,
+    others: Sequence[Turn],
 ) -> tuple[asyncio.Task[Run], Slot]:
     """Take the chat's slot with the user's message, while the thread's history loads."""
     settings = host.services.settings
@@ -152,7 +192,12 @@ async def _start(
         run = asyncio.create_task(load_run(pool, turn, assistant, settings))
         try:
             slot = await start_turn(
-                pool, claims, turn, strategy=strategy, turn_limits=turn_limits(settings)
+                pool,
+                claims,
+                turn,
+                strategy=strategy,
+                turn_limits=turn_limits(settings),
+                others=others,
             )
         except BaseException:
             _drop(run)
@@ -165,7 +210,7 @@ def _queued(turn: Turn, strategy: str | None) -> TurnStream:
     """A turn that waits behind the active job: its reply streams in the background later.
     `strategy` says how it was taken when that differs from what was asked (a steer that
     could not join a quick path is enqueued)."""
-    metadata: dict[str, str] = turn.stream_metadata()
+    metadata = turn.stream_metadata()
     if strategy:
         metadata["strategy"] = strategy
     return _fixed([("metadata", metadata), ("handoff", turn.handoff_event(strategy))])

@@ -49,19 +49,31 @@ class Turn(BaseModel):
     trace: dict[str, str] = Field(default_factory=dict)
     # When the quick path handed off (epoch seconds): the background measures its delay.
     handed_off_at: float | None = None
+    # The deployment's assistants' names by id, when the chat has several: the turn then begins
+    # with the chat's public messages its thread has not seen, attributed by these names
+    # (turns/context.py). Empty for a chat with one assistant, which reads no other voice.
+    assistant_names: dict[str, str] = Field(default_factory=dict)
+    # False for a further assistant a message addresses: the user's message is the first
+    # addressee's, whose turn marks it with where it began (infra/store/branches.py).
+    owns_message: bool = True
     # Not in the payload. The job's key, which is also its event's id; the quick path's
     # LangGraph run; the user message an edit replaces.
     job_key: str = Field(default="", exclude=True)
     run_id: str = Field(default="", exclude=True)
     edit: Edit | None = Field(default=None, exclude=True)
+    # The further assistants the message addresses and their replies, by assistant id.
+    other_replies: dict[str, MessageId] = Field(default_factory=dict, exclude=True)
 
     @property
     def log(self) -> dict[str, str]:
         return {"chat_id": str(self.chat_id), "correlation_id": str(self.reply_id)}
 
     def to_data(self) -> TurnPayload:
-        """The job's payload and the event's data."""
-        return cast(TurnPayload, self.model_dump(mode="json", by_alias=True))
+        """The job's payload and the event's data. A key later builds added is left out at its
+        default, so a turn of one assistant keeps the shape the previous build reads and writes."""
+        unset = {"assistant_names"} if not self.assistant_names else set()
+        unset |= {"owns_message"} if self.owns_message else set()
+        return cast(TurnPayload, self.model_dump(mode="json", by_alias=True, exclude=unset))
 
     def paused_at(self, checkpoint_id: str | None) -> Turn:
         """The turn handed off at `checkpoint_id`, for the background to resume."""
@@ -77,15 +89,23 @@ class Turn(BaseModel):
         """The turn enqueued behind another job: the background runs all of it."""
         return self.model_copy(update={"kind": "turn"})
 
-    def stream_metadata(self) -> dict[str, str]:
-        """The data of the stream's first event."""
-        return {
+    def stream_metadata(self) -> dict[str, object]:
+        """The data of the stream's first event: who answers, and the other replies the message
+        started, which the client follows over Realtime."""
+        metadata: dict[str, object] = {
             "chatId": str(self.chat_id),
             "threadId": self.thread_id,
+            "assistantId": self.assistant_id,
             "userMessageId": str(self.user_message_id),
             "assistantMessageId": str(self.reply_id),
             "runId": self.run_id,
         }
+        if self.other_replies:
+            metadata["otherReplies"] = [
+                {"assistantId": a, "assistantMessageId": str(r)}
+                for a, r in self.other_replies.items()
+            ]
+        return metadata
 
     def handoff_event(self, strategy: str | None = None) -> dict[str, str]:
         """The data of the stream's `handoff` event: the reply goes on in the background.

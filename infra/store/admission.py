@@ -4,9 +4,14 @@ limit's lock (infra/store/limits.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from psycopg.types.json import Jsonb
+
 from infra.db import Conn
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLimits
+from infra.store.messages import MessageMetadata
 from infra.store.statuses import SLOT_STATUSES, UNFINISHED_STATUSES, with_statuses
 
 
@@ -14,23 +19,25 @@ class DuplicateMessage(RuntimeError):
     """A message with this id already exists."""
 
 
-# Under the user's RLS: the message goes in only if the chat is theirs, and only while the user
-# has fewer than `max_active` turns that have not ended (infra/store/limits.py; the caller holds
-# the user's row of handoff.user_limits). This turn's own job is not counted (its slot may be
-# taken already), nor, for a message that interrupts, the job it cancels. Turns whose job was
-# deleted while they ran are counted by the caller, as the service (infra/store/erased_turns.py).
+# Under the user's RLS: the message goes in only if the chat is theirs, and only while the user's
+# turns that have not ended leave room for the `replies` it starts (one per assistant it
+# addresses) within `max_active` (infra/store/limits.py; the caller holds the user's row of
+# handoff.user_limits). This turn's own job is not counted (its slot may be taken already), nor
+# the jobs of the slots a message that interrupts cancels (`replaced`: those assistants').
+# Turns whose job was deleted while they ran are counted by the caller, as the service
+# (infra/store/erased_turns.py).
 ADMIT_SQL = with_statuses(
     """
 with visible as (
   select id from public.chat where id = %(chat_id)s
 ), admitted as (
-  select count(*) + %(erased_running)s < %(max_active)s as ok
+  select count(*) + %(erased_running)s + %(replies)s <= %(max_active)s as ok
   from public.chat c join public.job_runs j on j.chat_id = c.id
   where c.user_id = %(user_id)s
     and j.status in ({unfinished})
     and j.idempotency_key <> %(job_key)s
     and not (j.kind = 'quick' and j.updated_at < now() - make_interval(secs => %(lease_s)s))
-    and not (%(interrupts)s and j.chat_id = %(chat_id)s and j.assistant_id = %(assistant_id)s
+    and not (j.chat_id = %(chat_id)s and j.assistant_id = any(%(replaced)s)
              and j.status in ({slot}))
 )""",
     unfinished=UNFINISHED_STATUSES,
@@ -39,8 +46,8 @@ with visible as (
 STORE_USER_MESSAGE_SQL = (
     ADMIT_SQL  # noqa: S608 (constants only)
     + """, inserted as (
-  insert into public.message (id, chat_id, assistant_id, role, content, status)
-  select %(message_id)s, v.id, %(assistant_id)s, 'user', %(content)s, 'completed'
+  insert into public.message (id, chat_id, assistant_id, role, content, status, metadata)
+  select %(message_id)s, v.id, %(assistant_id)s, 'user', %(content)s, 'completed', %(metadata)s
   from visible v, admitted a
   where a.ok
   on conflict (id) do nothing
@@ -71,17 +78,22 @@ async def store_user_message(
     user_id: UserId,
     job_key: str,
     limits: TurnLimits,
-    interrupts: bool,
+    replaced: Sequence[str] = (),
+    addressees: Sequence[str] = (),
     stored: bool = False,
     erased_running: int = 0,
 ) -> bool:
     """Insert the user's message, under the user's RLS; False when the chat is not theirs.
 
-    TooManyActiveTurns when the user has `limits.max_active` turns that have not ended
-    (`job_key` is this turn's own job; `interrupts`, whether it cancels the chat's active job);
-    DuplicateMessage when the id is taken (a retried send). With `stored`, the message exists
-    already (a reply asked for again): only the chat and the limit are checked.
-    `erased_running`: the user's turns still running though their job was deleted."""
+    TooManyActiveTurns when the user's turns that have not ended leave no room within
+    `limits.max_active` for one reply per assistant of `addressees` (`assistant_id` alone when
+    empty); `job_key` is this turn's own job, and the active jobs of the `replaced` assistants'
+    slots, which the message cancels or joins, do not count; `erased_running`: the user's turns
+    still running though their job was deleted. A message to several assistants records them all
+    (`metadata.addressedTo`, in mention order). DuplicateMessage when the id is taken (a retried
+    send). With `stored`, the message exists already (a reply asked for again): only the chat and
+    the limit are checked."""
+    metadata: MessageMetadata = {"addressedTo": list(addressees)} if len(addressees) > 1 else {}
     params = {
         "chat_id": chat_id,
         "assistant_id": assistant_id,
@@ -90,7 +102,9 @@ async def store_user_message(
         "user_id": user_id,
         "job_key": job_key,
         "lease_s": limits.lease_s,
-        "interrupts": interrupts,
+        "replaced": list(replaced),
+        "replies": max(len(addressees), 1),
+        "metadata": Jsonb(metadata),
         "max_active": limits.max_active,
         "erased_running": erased_running,
     }

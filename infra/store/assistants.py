@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from agent.assistants import Assistant
 from infra.db import Conn, fetch_rows
 from infra.store.access import act_as_service
-from infra.store.ids import ChatId
+from infra.store.ids import ChatId, UserId
 
 SYNC_SQL = """
 insert into public.assistant (id, name, description, retired_at, updated_at)
@@ -33,6 +33,14 @@ CHAT_ASSISTANTS_SQL = """
 select assistant_id, is_default from public.chat_assistant
 where chat_id = %s
 order by added_at, assistant_id
+"""
+# As the service, one statement on the path of every message: the chat's assistants if `user_id`
+# owns it (one row of nulls: none written down), no row if not.
+OWNED_CHAT_ASSISTANTS_SQL = """
+select ca.assistant_id, ca.is_default from public.chat c
+left join public.chat_assistant ca on ca.chat_id = c.id
+where c.id = %s and c.user_id = %s
+order by ca.added_at, ca.assistant_id
 """
 LOCK_CHAT_SQL = "select 1 from public.chat where id = %s for no key update"
 INSERT_SQL = """
@@ -78,6 +86,18 @@ async def chat_assistants(conn: Conn, chat_id: ChatId, fallback: str) -> list[Ch
     alone for a chat with none written down. Under whatever role `conn` acts as."""
     rows = await fetch_rows(conn, ChatAssistant, CHAT_ASSISTANTS_SQL, (chat_id,))
     return rows or [ChatAssistant(fallback, is_default=True)]
+
+
+async def owned_chat_assistants(
+    conn: Conn, chat_id: ChatId, user_id: UserId, fallback: str
+) -> list[ChatAssistant] | None:
+    """The chat's assistants as `chat_assistants` reads them, if `user_id` owns the chat; None
+    if not. Checks the owner itself: `conn` may act as the service."""
+    rows = await (await conn.execute(OWNED_CHAT_ASSISTANTS_SQL, (chat_id, user_id))).fetchall()
+    if not rows:
+        return None
+    written = [ChatAssistant(r["assistant_id"], r["is_default"]) for r in rows if r["assistant_id"]]
+    return written or [ChatAssistant(fallback, is_default=True)]
 
 
 async def set_chat_assistants(

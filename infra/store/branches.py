@@ -167,15 +167,17 @@ async def record_turn(
     base_checkpoint_id: str | None,
     head: str | None,
     edit: Edit | None,
+    marks_message: bool = True,
 ) -> None:
     """Record where the turn of `message_id` began, on which branch, and that branch's new
     head, in the transaction that stores the turn's checkpoints. A fork's branch is new and
     becomes the active one. The reply is marked with its branch here; its caller adds its head
-    checkpoint."""
+    checkpoint. Not `marks_message`: the message is another assistant's turn's (a message to
+    several), which keeps its marks."""
     where = {"chat_id": chat_id, "assistant_id": assistant_id, "branch": branch}
     forked_from = edit.forked_from if edit else None
     await conn.execute(RECORD_BRANCH_SQL, {**where, "forked_from": forked_from, "head": head})
-    if edit is None or not edit.regenerate:
+    if marks_message and (edit is None or not edit.regenerate):
         # A regenerated reply answers a message that stays where it was.
         marks: MessageMetadata = {"checkpointId": base_checkpoint_id, "branchId": branch}
         if edit is not None:

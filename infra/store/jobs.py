@@ -5,6 +5,7 @@ background), `turn` (a message enqueued behind another job; the background runs 
 
     quick:   processing --hand_off--> queued (kind handoff) ;  --complete_quick--> completed
     handoff, turn:  queued --claim--> processing --complete--> completed
+    turn (a further assistant a message addresses, its slot free): --queue_turn--> queued
     waiting --(the job ahead ends; trigger, migration 0007)--> queued
     queued | processing --cancel--> canceled ;  --fail--> error --claim (a replay)--> processing
     handoff, turn:  processing --release (its run is known to be gone)--> queued
@@ -15,8 +16,8 @@ The rules:
 
 - **One active job per chat and assistant**: a partial unique index over `queued`,
   `processing` and `paused` (`SLOT_STATUSES`, infra/store/statuses.py) is the slot. A turn
-  takes it with its user's message (`take_slot`), so two messages sent together are ordered by
-  the database; `waiting` jobs hold no slot.
+  takes it with its user's message (infra/store/slots.py), so two messages sent together are
+  ordered by the database; `waiting` jobs hold no slot.
 - **Promotion**: when a job leaves the slot, a deferred trigger makes the oldest `waiting` turn
   of that chat `queued`; its event goes out through the outbox (infra/store/outbox.py).
 - **The fence**: every write of a run that matters happens in a transaction that first passes
@@ -36,7 +37,7 @@ The rules:
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Literal
 from uuid import UUID
 
@@ -45,33 +46,12 @@ from psycopg.types.json import Jsonb
 
 from infra import telemetry
 from infra.db import Conn, Pool
-from infra.events import HANDOFF_EVENT, TurnPayload
+from infra.events import TurnPayload
 from infra.store.ids import ChatId, MessageId
 from infra.store.statuses import RUNNING_STATUSES, SLOT_STATUSES, with_statuses
 
 JobKind = Literal["quick", "handoff", "turn"]
 
-# Waits for a concurrent taker to commit, then takes the slot or finds it taken. Runs before
-# the chat is known to be the caller's: if it is not, the transaction rolls this back.
-TAKE_SLOT_SQL = with_statuses(
-    """
-insert into public.job_runs
-  (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, run_id,
-   payload)
-select %(chat_id)s, %(assistant_id)s, %(reply_id)s, 'processing', 'quick', %(event)s, %(job_key)s,
-       %(run_id)s, '{{}}'::jsonb
-where exists (select 1 from public.chat where id = %(chat_id)s)
-on conflict (chat_id, assistant_id) where status in ({slot}) do nothing
-returning id
-""",
-    slot=SLOT_STATUSES,
-)
-WAIT_SQL = """
-insert into public.job_runs
-  (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, payload)
-values (%(chat_id)s, %(assistant_id)s, %(reply_id)s, 'waiting', 'turn', %(event)s, %(job_key)s,
-        %(payload)s)
-"""
 # A quick path that died (its process killed mid-stream) must not hold the slot for good: its
 # job ends in `error`, its reply with it (turns/endings.py). With no chat given, every chat's:
 # the outbox relay's sweep, so a turn waiting behind a dead one goes without another message.
@@ -171,17 +151,6 @@ class JobAlreadyActive(RuntimeError):
 
 
 @dataclass(frozen=True)
-class SlotRequest:
-    """A turn asking for its chat's slot; the job's key is also its handoff event's id."""
-
-    chat_id: ChatId
-    assistant_id: str
-    job_key: str
-    run_id: str
-    reply_id: MessageId  # inserted, `streaming`, in the same transaction once the slot is taken
-
-
-@dataclass(frozen=True)
 class ClaimedJob:
     job_id: UUID
     reply_id: MessageId
@@ -201,17 +170,6 @@ class CanceledJob:
     reply_id: MessageId | None
     # A turn still on its quick path: no background run to stop; the path finds its slot gone.
     quick: bool
-
-
-async def take_slot(conn: Conn, turn: SlotRequest) -> bool:
-    params = {**asdict(turn), "event": HANDOFF_EVENT}
-    return await (await conn.execute(TAKE_SLOT_SQL, params)).fetchone() is not None
-
-
-async def wait_for_slot(conn: Conn, turn: SlotRequest, payload: TurnPayload) -> None:
-    """The turn waits behind the active job; promotion queues it when that job ends."""
-    params = {**asdict(turn), "event": HANDOFF_EVENT, "payload": Jsonb(payload)}
-    await conn.execute(WAIT_SQL, params)
 
 
 async def expire_dead_quick(

@@ -54,33 +54,34 @@ ACTIVE_TURNS_RETRY_S = 5
 
 Counted = Literal["turns", "chats"]
 
-# Keeps the newest `limit - 1` times of the window and this one; changes nothing, but still locks
-# the row, when `limit` are in the window already. On conflict, `l` is the row's latest version,
-# committed after this statement began or not.
+# Keeps the newest `limit - count` times of the window and adds `count` of this one; changes
+# nothing, but still locks the row, when fewer than `count` more fit. On conflict, `l` is the
+# row's latest version, committed after this statement began or not.
 ADMIT_SQL = """
 insert into handoff.user_limits as l (user_id, {column})
-values (%(user_id)s, array[statement_timestamp()])
+select %(user_id)s, array_fill(statement_timestamp(), array[%(count)s::int])
+where %(count)s <= %(limit)s
 on conflict (user_id) do update
 set {column} = array(
       select t from unnest(l.{column}) t
       where t > statement_timestamp() - make_interval(secs => %(window_s)s)
       order by t desc
-      limit %(limit)s - 1
-    ) || statement_timestamp()
+      limit %(limit)s - %(count)s
+    ) || array_fill(statement_timestamp(), array[%(count)s::int])
 where (
   select count(*) from unnest(l.{column}) t
   where t > statement_timestamp() - make_interval(secs => %(window_s)s)
-) < %(limit)s
+) + %(count)s <= %(limit)s
 returning 1
 """
-# After a refusal, with the row locked: the `limit`-th newest time of the window. When it leaves
-# the window, one more fits.
+# After a refusal, with the row locked: the time whose leaving the window makes room for
+# `count` more (the `limit - count + 1`-th newest).
 FREES_AT_SQL = """
 select t + make_interval(secs => %(window_s)s) as frees_at, statement_timestamp() as now
 from handoff.user_limits l, unnest(l.{column}) t
 where l.user_id = %(user_id)s and t > statement_timestamp() - make_interval(secs => %(window_s)s)
 order by t desc
-offset %(limit)s - 1 limit 1
+offset greatest(%(limit)s - %(count)s, 0) limit 1
 """
 
 
@@ -125,12 +126,15 @@ class TokenBudgetSpent(LimitReached):
 REFUSALS: dict[Counted, type[LimitReached]] = {"turns": TooManyTurns, "chats": TooManyChats}
 
 
-async def admit(conn: Conn, user_id: UserId, counted: Counted, *, limit: int) -> None:
-    """Count one more of the user's turns or chats within the last minute, in `conn`'s
-    transaction, as the service; TooManyTurns or TooManyChats when `limit` are there already.
-    Until the transaction ends, the user's other requests wait here: call it first."""
+async def admit(
+    conn: Conn, user_id: UserId, counted: Counted, *, limit: int, count: int = 1
+) -> None:
+    """Count `count` more of the user's turns (a message to several assistants starts one per
+    reply) or chats within the last minute, in `conn`'s transaction, as the service;
+    TooManyTurns or TooManyChats when they would pass `limit`. Until the transaction ends, the
+    user's other requests wait here: call it first."""
     column = sql.Identifier(counted)
-    params = {"user_id": user_id, "window_s": WINDOW_S, "limit": limit}
+    params = {"user_id": user_id, "window_s": WINDOW_S, "limit": limit, "count": count}
     try:
         admitted = await conn.execute(sql.SQL(ADMIT_SQL).format(column=column), params)
     except errors.ForeignKeyViolation as exc:

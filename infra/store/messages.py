@@ -41,6 +41,9 @@ class MessageMetadata(TypedDict, total=False):
     pendingQuestion: PendingQuestion  # the model's question waiting for the user (questions.py)
     answers: dict[str, Answer]  # the user's answers, by question id
     editOf: str  # on a user message that replaced another (an edit)
+    # On a user message to several assistants: their ids, in mention order, each answering it
+    # with a reply of its own (the message's `assistant_id` is the first).
+    addressedTo: list[str]
     steeredInto: str  # on a message sent with `steer`: the running reply that answers it
     usage: TurnUsage  # the turn's token usage, per model call and summed
 

@@ -26,7 +26,7 @@ from tests.support import (
 async def test_a_custom_graph_plans_then_hands_off_its_tools_and_completes(
     database_url: str,
 ) -> None:
-    user_id, chat_id = await create_user_with_chat(database_url)
+    user_id, chat_id = await create_user_with_chat(database_url, assistants=["planner"])
     assistants = Assistants(assistants_example.ASSISTANTS)
     async with running_stack(database_url, assistants=assistants) as stack:
         # WHEN the planner is asked something that needs a tool
@@ -56,7 +56,7 @@ async def test_a_custom_graph_plans_then_hands_off_its_tools_and_completes(
 
 
 async def test_two_assistants_of_one_deployment_each_get_their_own(database_url: str) -> None:
-    user_id, chat_id = await create_user_with_chat(database_url)
+    user_id, chat_id = await create_user_with_chat(database_url, assistants=["default", "writer"])
     token = token_for(user_id)
     async with serve_fake_providers() as fake:
         # GIVEN the demo's helper (MODEL: scripted, the calc tool) and a writer with a model,
@@ -101,7 +101,7 @@ async def test_two_assistants_of_one_deployment_each_get_their_own(database_url:
 
 
 async def test_a_job_whose_assistant_is_gone_ends_failed_in_plain_words(database_url: str) -> None:
-    user_id, chat_id = await create_user_with_chat(database_url)
+    user_id, chat_id = await create_user_with_chat(database_url, assistants=["planner"])
     body = {"chatId": str(chat_id), "content": "/calc 6*7", "assistantId": "planner"}
     # GIVEN the planner's turn handed off, its event not yet sent (Inngest refused it)
     example = Assistants(assistants_example.ASSISTANTS)

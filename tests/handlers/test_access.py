@@ -92,7 +92,9 @@ async def test_invalid_input_gets_a_clear_json_error(
 
 
 async def test_a_second_message_while_a_job_runs_is_409(database_url: str) -> None:
-    user_id, chat_id = await create_user_with_chat(database_url)
+    user_id, chat_id = await create_user_with_chat(
+        database_url, assistants=["default", "calculator"]
+    )
     token = token_for(user_id)
     async with running_stack(database_url) as stack:
         first = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 1"})

@@ -97,7 +97,9 @@ async def test_plain_message_finishes_on_the_quick_path(database_url: str) -> No
 
 
 async def test_assistants_in_one_chat_keep_separate_histories(database_url: str) -> None:
-    user_id, chat_id = await create_user_with_chat(database_url)
+    user_id, chat_id = await create_user_with_chat(
+        database_url, assistants=["default", "calculator"]
+    )
     token = token_for(user_id)
     async with in_process_app(database_url) as stack:
         for assistant, content in [("default", "one"), ("calculator", "two"), ("default", "three")]:
@@ -107,5 +109,22 @@ async def test_assistants_in_one_chat_keep_separate_histories(database_url: str)
             assert events[-1][0] == "done"
     helper = await durable_messages(database_url, chat_id, "default")
     calculator = await durable_messages(database_url, chat_id, "calculator")
-    assert [m.content for m in helper if isinstance(m, HumanMessage)] == ["one", "three"]
-    assert [m.content for m in calculator if isinstance(m, HumanMessage)] == ["two"]
+    # Each thread holds its own turns' answers; of the other's, what the chat showed, by name.
+    [one, two, _] = [
+        r["content"]
+        for r in await fetch(
+            database_url, "select content from message where role = 'assistant' order by created_at"
+        )
+    ]
+    assert [m.content for m in helper if isinstance(m, HumanMessage)] == [
+        "one",
+        "[User] two",
+        f"[Calculator] {two}",
+        "three",
+    ]
+    assert [m.content for m in calculator if isinstance(m, HumanMessage)] == [
+        "[User] one",
+        f"[Helper] {one}",
+        "two",
+    ]
+    assert [m.content for m in calculator if isinstance(m, AIMessage)] == [two]

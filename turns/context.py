@@ -1,0 +1,45 @@
+"""Context between assistants: at each turn, what the others said in the chat that this
+assistant has not heard.
+
+Each assistant keeps its own thread (its tool calls and reasoning, never another's). A turn in a
+chat with several assistants begins with the chat's public messages (infra/store/public_messages.py)
+its thread does not hold, in chat order, before the user's message: each a human message
+attributed by name (`[Calculator] 42`, `[User] what is 6*7?`), whose id is the message row's,
+so that once the turn is stored it is part of the thread and never given again.
+"""
+
+from __future__ import annotations
+
+from langchain_core.messages import HumanMessage
+from langgraph.types import StateSnapshot
+
+from agent.graph import state_values
+from infra.db import Pool
+from infra.store import public_messages
+from infra.store.public_messages import PublicMessage
+from turns.turn import Turn
+
+USER_NAME = "User"
+
+
+async def unheard(pool: Pool, turn: Turn, state: StateSnapshot) -> list[HumanMessage]:
+    """The public messages the turn's thread (at `state`) has not seen, attributed; none, and no
+    query, for a chat with one assistant."""
+    # Before the turn's message: an edit's, the message it replaces.
+    before = turn.edit.message_id if turn.edit is not None else turn.user_message_id
+    if not turn.assistant_names or before is None:
+        return []
+    async with pool.connection() as conn:
+        public = await public_messages.not_by(
+            conn, chat_id=turn.chat_id, assistant_id=turn.assistant_id, before=before
+        )
+    in_thread = {m.id for m in state_values(state).get("messages", [])}
+    return [attributed(m, turn.assistant_names) for m in public if str(m.id) not in in_thread]
+
+
+def attributed(message: PublicMessage, names: dict[str, str]) -> HumanMessage:
+    """`message` as another voice of the chat: its author's name, then what they said."""
+    author = USER_NAME if message.role == "user" else names.get(message.assistant_id)
+    return HumanMessage(
+        content=f"[{author or message.assistant_id}] {message.content}", id=str(message.id)
+    )

@@ -1,0 +1,96 @@
+"""Who answers a message: the assistant the request names, else those its content @-mentions,
+else the chat's default.
+
+- An explicit `assistantId` wins; an id no assistant of the deployment has is UnknownAssistant.
+- Else the @-mentions (agent/mentions.py), matched against the deployment's assistants in the
+  order the message names them; at most MAX_ASSISTANTS_PER_MESSAGE (TooManyAddressees). A
+  mention of no assistant is plain text.
+- Else the chat's default assistant.
+
+Each addressee must take part in the chat (NotInChat). A deployment with one assistant reads
+nothing here: the chat can have only that one. Otherwise one statement reads the chat's
+assistants, if the chat is the user's (if not, storing the message refuses it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.assistants import Assistant, Assistants
+from agent.mentions import mentioned
+from infra.db import Pool
+from infra.store.assistants import owned_chat_assistants
+from infra.store.ids import ChatId, UserId
+
+
+class NotInChat(LookupError):
+    """The assistant a message is addressed to does not take part in the chat."""
+
+    def __init__(self, assistant: Assistant) -> None:
+        super().__init__(assistant.id)
+        self.assistant = assistant
+
+
+class TooManyAddressees(ValueError):
+    """The message mentions more assistants than one message may address."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"at most {limit}")
+        self.limit = limit
+
+
+@dataclass(frozen=True)
+class Addressees:
+    """The assistants that answer a message, in order: the first on the quick path, each other
+    with a reply of its own in the background. `names`: the deployment's assistants' names by
+    id when the chat has several (each turn then hears the others), else empty."""
+
+    answering: list[Assistant]
+    names: dict[str, str]
+
+    @property
+    def first(self) -> Assistant:
+        return self.answering[0]
+
+    @property
+    def others(self) -> list[Assistant]:
+        return self.answering[1:]
+
+
+async def addressees(
+    pool: Pool,
+    assistants: Assistants,
+    *,
+    chat_id: ChatId,
+    user_id: UserId,
+    content: str,
+    assistant_id: str | None,
+    max_per_message: int,
+) -> Addressees:
+    """Who answers `content` in the chat (see the module's rules)."""
+    if assistant_id is not None:
+        named = [assistants.pick(assistant_id)]
+    elif len(assistants) > 1:
+        ids = mentioned(content, [(a.id, a.name) for a in assistants])
+        if len(ids) > max_per_message:
+            raise TooManyAddressees(max_per_message)
+        named = [assistants.pick(i) for i in ids]
+    else:
+        named = []
+    if len(assistants) == 1:
+        return Addressees(named or [assistants.default], {})
+    async with pool.connection() as conn:
+        in_chat = await owned_chat_assistants(conn, chat_id, user_id, assistants.default.id)
+    if in_chat is None:
+        # Not the user's chat (or no such user): storing the message refuses it, as it would
+        # any message, and says which.
+        return Addressees(named or [assistants.default], {})
+    present = {a.assistant_id for a in in_chat}
+    for assistant in named:
+        if assistant.id not in present:
+            raise NotInChat(assistant)
+    if not named:
+        default = next((a for a in in_chat if a.is_default), in_chat[0])
+        named = [assistants.pick(default.assistant_id)]
+    names = {a.id: a.name for a in assistants} if len(in_chat) > 1 else {}
+    return Addressees(named, names)
