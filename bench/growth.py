@@ -36,19 +36,27 @@ select
     where w.thread_id = %(t)s) as writes,
   (select count(*) from langgraph.checkpoints c where c.thread_id = %(t)s) as rows
 """
-# The blobs the newest checkpoint points at (its channel versions), plus the checkpoint row.
+# The newest checkpoint row plus the blobs it is read from: those its channel versions name and,
+# for a list stored as a delta, each blob down its chain (infra/store/checkpoints.py).
 LATEST_BYTES_SQL = """
-with latest as (
+with recursive latest as (
   select * from langgraph.checkpoints where thread_id = %(t)s
   order by checkpoint_id desc limit 1
-)
-select pg_column_size(l.*) + coalesce((
-  select sum(pg_column_size(b.*)) from langgraph.checkpoint_blobs b, jsonb_each_text(
-    l.checkpoint -> 'channel_versions') v(channel, version)
+), used (channel, version, type, size) as (
+  select b.channel, b.version, b.type, pg_column_size(b.*)
+  from latest l, jsonb_each_text(l.checkpoint -> 'channel_versions') v(channel, version),
+    langgraph.checkpoint_blobs b
   where b.thread_id = l.thread_id and b.checkpoint_ns = l.checkpoint_ns
     and b.channel = v.channel and b.version = v.version
-), 0) as latest
-from latest l
+  union
+  select b.channel, b.version, b.type, pg_column_size(b.*)
+  from used u join langgraph.checkpoint_blobs b
+    on b.thread_id = %(t)s and b.checkpoint_ns = '' and b.channel = u.channel
+   and b.version = split_part(u.type, ':', 3)
+  where u.type like 'delta:%%'
+)
+select (select pg_column_size(l.*) from latest l)
+  + coalesce((select sum(size) from used), 0) as latest
 """
 MESSAGE = "Tell me something about checkpoints, in a sentence or two of plain words."
 
