@@ -3,20 +3,27 @@
 Every turn goes through the quick path (plain messages, so each turn completes there). After
 each, the bench sums the stored row sizes of the thread in LangGraph's three tables; the
 difference is what the turn wrote. `latest` is what the newest checkpoint alone needs (its
-blobs), the floor any pruning of older checkpoints could reach.
+blobs), the floor any pruning of older checkpoints could reach. At the turns named in
+`load_at`, it also times loading the thread's latest checkpoint into memory, what every turn
+does before its model call (`turns/engine.load_run`'s "load history").
 """
 
 from __future__ import annotations
 
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from langgraph.checkpoint.memory import InMemorySaver
 from psycopg.rows import dict_row
 
-from agent.threads import thread_key
+from agent.threads import ThreadId, thread_key
 from bench.stack import NO_USER_LIMITS, create_chats
+from bench.stats import p50
+from infra.db import Pool, create_pool
+from infra.store.checkpoints import durable_saver, load_latest_into_memory
 from tests.support import running_stack, token_for
 
 THREAD_BYTES_SQL = """
@@ -29,19 +36,27 @@ select
     where w.thread_id = %(t)s) as writes,
   (select count(*) from langgraph.checkpoints c where c.thread_id = %(t)s) as rows
 """
-# The blobs the newest checkpoint points at (its channel versions), plus the checkpoint row.
+# The newest checkpoint row plus the blobs it is read from: those its channel versions name and,
+# for a list stored as a delta, each blob down its chain (infra/store/checkpoints.py).
 LATEST_BYTES_SQL = """
-with latest as (
+with recursive latest as (
   select * from langgraph.checkpoints where thread_id = %(t)s
   order by checkpoint_id desc limit 1
-)
-select pg_column_size(l.*) + coalesce((
-  select sum(pg_column_size(b.*)) from langgraph.checkpoint_blobs b, jsonb_each_text(
-    l.checkpoint -> 'channel_versions') v(channel, version)
+), used (channel, version, type, size) as (
+  select b.channel, b.version, b.type, pg_column_size(b.*)
+  from latest l, jsonb_each_text(l.checkpoint -> 'channel_versions') v(channel, version),
+    langgraph.checkpoint_blobs b
   where b.thread_id = l.thread_id and b.checkpoint_ns = l.checkpoint_ns
     and b.channel = v.channel and b.version = v.version
-), 0) as latest
-from latest l
+  union
+  select b.channel, b.version, b.type, pg_column_size(b.*)
+  from used u join langgraph.checkpoint_blobs b
+    on b.thread_id = %(t)s and b.checkpoint_ns = '' and b.channel = u.channel
+   and b.version = split_part(u.type, ':', 3)
+  where u.type like 'delta:%%'
+)
+select (select pg_column_size(l.*) from latest l)
+  + coalesce((select sum(size) from used), 0) as latest
 """
 MESSAGE = "Tell me something about checkpoints, in a sentence or two of plain words."
 
@@ -53,6 +68,15 @@ class TurnBytes:
     total: int
     latest: int
     checkpoints: int  # checkpoint rows of the thread so far
+    load_s: float | None = None  # p50 time to load the thread's latest checkpoint, if timed
+
+
+@dataclass(frozen=True)
+class Growth:
+    rows: list[TurnBytes] = field(default_factory=list)
+
+    def at(self, turn: int) -> TurnBytes:
+        return self.rows[turn - 1]
 
 
 async def _one_row(database_url: str, query: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -70,20 +94,37 @@ async def _sizes(database_url: str, thread: str) -> tuple[int, int, int]:
     return total, int(latest.get("latest") or 0), int(row["rows"])
 
 
-async def measure(database_url: str, turns: int) -> list[TurnBytes]:
+async def load_time(pool: Pool, thread: ThreadId, runs: int = 30) -> float:
+    """p50 seconds to seed a fresh in-memory saver with the thread's latest checkpoint."""
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await load_latest_into_memory(durable_saver(pool), InMemorySaver(), thread)
+        seconds.append(time.perf_counter() - started)
+    return p50(seconds)
+
+
+async def measure(database_url: str, turns: int, load_at: frozenset[int] = frozenset()) -> Growth:
     user = uuid.uuid4()
     [chat] = await create_chats(database_url, user, 1)
     thread = thread_key(chat, "default")
-    out: list[TurnBytes] = []
+    out = Growth()
     before = 0
-    async with running_stack(database_url, **NO_USER_LIMITS) as stack:
-        for turn in range(1, turns + 1):
-            events = await stack.respond(token_for(user), {"chatId": str(chat), "content": MESSAGE})
-            if events[-1][0] != "done":
-                raise RuntimeError(f"turn {turn} ended with {events[-1]}")
-            total, latest, rows = await _sizes(database_url, thread)
-            out.append(TurnBytes(turn, total - before, total, latest, rows))
-            before = total
+    pool = create_pool(database_url, max_size=1)
+    await pool.open()
+    try:
+        async with running_stack(database_url, **NO_USER_LIMITS) as stack:
+            for turn in range(1, turns + 1):
+                body = {"chatId": str(chat), "content": MESSAGE}
+                events = await stack.respond(token_for(user), body)
+                if events[-1][0] != "done":
+                    raise RuntimeError(f"turn {turn} ended with {events[-1]}")
+                total, latest, rows = await _sizes(database_url, thread)
+                loaded = await load_time(pool, thread) if turn in load_at else None
+                out.rows.append(TurnBytes(turn, total - before, total, latest, rows, loaded))
+                before = total
+    finally:
+        await pool.close()
     return out
 
 

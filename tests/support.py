@@ -17,7 +17,6 @@ import jwt
 import psycopg
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from starlette.types import ASGIApp
@@ -35,6 +34,7 @@ from devkit.local_inngest import (
 from devkit.local_inngest.runs import RunRecord
 from infra.db import connect
 from infra.settings import Settings
+from infra.store.checkpoints import durable_saver
 from tests.api import Api as Api  # the client, where the tests have always found it
 from tests.api import parse_sse as parse_sse
 
@@ -168,9 +168,7 @@ async def durable_messages(
 ) -> list[BaseMessage]:
     """The messages of the thread's latest durable checkpoint ([] for a new thread)."""
     async with await connect(database_url) as conn:
-        latest = await AsyncPostgresSaver(conn).aget_tuple(
-            thread_config(thread_key(chat_id, assistant))
-        )
+        latest = await durable_saver(conn).aget_tuple(thread_config(thread_key(chat_id, assistant)))
     return list(latest.checkpoint["channel_values"]["messages"]) if latest else []
 
 

@@ -1,12 +1,28 @@
-"""Durable checkpoints: the Postgres saver on our pool, and copies between it and memory."""
+"""Durable checkpoints: the Postgres saver on our pool, and copies between it and memory.
+
+A turn runs on an in-memory copy of its thread and stores one checkpoint per run (the newest,
+as the child of the one it was seeded from): a turn's end, a handoff point, a pending prompt.
+Every branch head and every checkpoint an edit or a regenerate forks from is such a one, so the
+supersteps between them are never needed again.
+
+A list channel (`messages`, `tool_invocations`) would otherwise be stored whole at each of its
+versions, so that a turn writes the entire history again and the thread grows with the square of
+its length. `CompactSaver` stores a list as what it adds to the same channel's value in the
+checkpoint it was made from: a `checkpoint_blobs` row whose type is `delta:<kept>:<base
+version>` and whose blob holds the items after the first `kept` of the base version's value.
+Reading a checkpoint follows that chain in one query down to a whole value (a blob of the
+library's own shape, as every checkpoint written before deltas is) and rebuilds the list.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
@@ -19,12 +35,143 @@ CHECKPOINT_EXISTS_SQL = """
 select 1 from langgraph.checkpoints
 where thread_id = %s and checkpoint_ns = '' and checkpoint_id = %s
 """
+DELTA = "delta"
+# A channel's value at `version`: the blob rows from the whole value up, oldest first.
+CHAIN_SQL = """
+with recursive chain (version, type, blob, depth) as (
+  select version, type, blob, 0 from langgraph.checkpoint_blobs
+  where thread_id = %(thread_id)s and checkpoint_ns = %(ns)s and channel = %(channel)s
+    and version = %(version)s
+  union all
+  select b.version, b.type, b.blob, c.depth + 1 from chain c
+  join langgraph.checkpoint_blobs b
+    on b.thread_id = %(thread_id)s and b.checkpoint_ns = %(ns)s and b.channel = %(channel)s
+   and b.version = split_part(c.type, ':', 3)
+  where c.type like 'delta:%%'
+)
+select type, blob from chain order by depth desc
+"""
 
 
-def durable_saver(pool_or_conn: Pool | Conn) -> AsyncPostgresSaver:
+@dataclass(frozen=True)
+class _Delta:
+    """A list channel's stored value before its chain is read: the items after the first `kept`
+    of its value at the `base` version."""
+
+    base: str
+    kept: int
+    added: bytes
+
+
+class CompactSaver(AsyncPostgresSaver):
+    """The Postgres saver that stores list channels as deltas on a checkpoint's base."""
+
+    _base: Checkpoint | None = None
+
+    async def aput_after(
+        self, base: Checkpoint | None, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any
+    ) -> RunnableConfig:
+        """Store `checkpoint` with every channel version as new (stored ones stay as they are),
+        its list channels as what they add to `base`'s (a stored checkpoint)."""
+        self._base = base
+        try:
+            return await self.aput(
+                config, checkpoint, metadata, dict(checkpoint["channel_versions"])
+            )
+        finally:
+            self._base = None
+
+    def _dump_blobs(
+        self, thread_id: str, checkpoint_ns: str, values: dict[str, Any], versions: ChannelVersions
+    ) -> list[tuple[str, str, str, str, str, bytes | None]]:
+        rows: list[tuple[str, str, str, str, str, bytes | None]] = []
+        for channel, version in versions.items():
+            if channel not in values:
+                dumped: tuple[str, bytes | None] = ("empty", None)
+            else:
+                dumped = self._delta(channel, str(version), values[channel]) or (
+                    self.serde.dumps_typed(values[channel])
+                )
+            rows.append((thread_id, checkpoint_ns, channel, str(version), *dumped))
+        return rows
+
+    def _delta(self, channel: str, version: str, value: Any) -> tuple[str, bytes] | None:
+        """`value` as what it adds to the base's value of `channel`, if both are lists."""
+        base = self._base
+        if base is None or not isinstance(value, list):
+            return None
+        base_version = base["channel_versions"].get(channel)
+        base_value = base["channel_values"].get(channel)
+        if base_version is None or str(base_version) == version or not isinstance(base_value, list):
+            return None
+        kept = 0
+        for old, new in zip(base_value, value, strict=False):
+            if old != new:
+                break
+            kept += 1
+        kind, blob = self.serde.dumps_typed(value[kept:])
+        return (f"{DELTA}:{kept}:{base_version}", blob) if kind == "msgpack" else None
+
+    def _load_blobs(self, blob_values: list[tuple[bytes, bytes, bytes]]) -> dict[str, Any]:
+        whole, deltas = [], {}
+        for channel, kind, blob in blob_values or []:
+            if kind.startswith(DELTA.encode() + b":"):
+                _, kept, base = kind.decode().split(":", 2)
+                deltas[channel.decode()] = _Delta(base, int(kept), blob)
+            else:
+                whole.append((channel, kind, blob))
+        return {**super()._load_blobs(whole), **deltas}
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = await super().aget_tuple(config)
+        return None if found is None else await self._rebuilt(found)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        # Read whole first: the library holds its lock while the listing is consumed.
+        listed = [t async for t in super().alist(config, filter=filter, before=before, limit=limit)]
+        for found in listed:
+            yield await self._rebuilt(found)
+
+    async def _rebuilt(self, found: CheckpointTuple) -> CheckpointTuple:
+        """`found` with each delta read down its chain into the whole list."""
+        values = found.checkpoint["channel_values"]
+        for channel, value in list(values.items()):
+            if isinstance(value, _Delta):
+                values[channel] = await self._whole(found.config, channel, value)
+        return found
+
+    async def _whole(self, config: RunnableConfig, channel: str, delta: _Delta) -> list[Any]:
+        params = {
+            "thread_id": config["configurable"]["thread_id"],
+            "ns": config["configurable"].get("checkpoint_ns", ""),
+            "channel": channel,
+            "version": delta.base,
+        }
+        async with self._cursor() as cur:
+            await cur.execute(CHAIN_SQL, params)
+            rows = await cur.fetchall()
+        if not rows or rows[0]["type"].startswith(f"{DELTA}:"):
+            raise LookupError(f"{channel} of {params['thread_id']} misses its base {delta.base}")
+        items: list[Any] = list(self.serde.loads_typed((rows[0]["type"], rows[0]["blob"])))
+        for row in rows[1:]:
+            items = self._applied(items, int(row["type"].split(":", 2)[1]), row["blob"])
+        return self._applied(items, delta.kept, delta.added)
+
+    def _applied(self, items: list[Any], kept: int, added: bytes) -> list[Any]:
+        return items[:kept] + list(self.serde.loads_typed(("msgpack", added)))
+
+
+def durable_saver(pool_or_conn: Pool | Conn) -> CompactSaver:
     """The saver on our own pool (never prepares statements; see infra.db), or on a connection
     inside a transaction so its writes commit together with ours."""
-    return AsyncPostgresSaver(pool_or_conn)
+    return CompactSaver(pool_or_conn)
 
 
 async def has_checkpoint(conn: Conn, thread_id: ThreadId, checkpoint_id: str) -> bool:
@@ -35,7 +182,7 @@ async def has_checkpoint(conn: Conn, thread_id: ThreadId, checkpoint_id: str) ->
 
 
 async def load_latest_into_memory(
-    durable: AsyncPostgresSaver,
+    durable: CompactSaver,
     memory: InMemorySaver,
     thread_id: ThreadId,
     checkpoint_id: str | None = None,
@@ -48,41 +195,56 @@ async def load_latest_into_memory(
         if checkpoint_id:
             raise LookupError(f"checkpoint {checkpoint_id} of {thread_id} not found")
         return None
-    await _put_tuple(memory, found)
+    parent_id = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    stored = await memory.aput(
+        _child_of(found, parent_id),
+        found.checkpoint,
+        found.metadata,
+        dict(found.checkpoint["channel_versions"]),
+    )
+    await _put_writes(memory, stored, found.pending_writes)
     return str(found.checkpoint["id"])
 
 
 async def copy_new_checkpoints(
-    memory: InMemorySaver, durable: AsyncPostgresSaver, thread_id: ThreadId, *, known: str | None
+    memory: InMemorySaver, durable: CompactSaver, thread_id: ThreadId, *, known: str | None
 ) -> str | None:
-    """Copy every checkpoint and pending write of the thread that `memory` created after `known`
-    (the seeded one), oldest first, so parents exist before children. Returns the newest id."""
+    """Store the newest checkpoint `memory` holds, and its pending writes, as the child of
+    `known` (the seeded one, None for a new thread): the supersteps between them are not kept.
+    Returns the newest id."""
     tuples = [t async for t in memory.alist(thread_config(thread_id))]
-    newest: str | None = None
-    for item in reversed(tuples):
-        checkpoint_id = str(item.checkpoint["id"])
-        newest = checkpoint_id
-        if checkpoint_id == known:
-            continue
-        await _put_tuple(durable, item)
-    return newest
+    if not tuples:
+        return None
+    newest = tuples[0]
+    newest_id = str(newest.checkpoint["id"])
+    if newest_id == known:
+        return newest_id
+    base = next((t.checkpoint for t in tuples if str(t.checkpoint["id"]) == known), None)
+    stored = await durable.aput_after(
+        base, _child_of(newest, known), newest.checkpoint, newest.metadata
+    )
+    await _put_writes(durable, stored, newest.pending_writes)
+    return newest_id
 
 
-async def _put_tuple(saver: InMemorySaver | AsyncPostgresSaver, item: CheckpointTuple) -> None:
-    parent_id = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    config: RunnableConfig = {
+def _child_of(item: CheckpointTuple, parent_id: str | None) -> RunnableConfig:
+    """The config that stores `item` as the child of `parent_id`."""
+    return {
         "configurable": {
             "thread_id": item.config["configurable"]["thread_id"],
             "checkpoint_ns": item.config["configurable"].get("checkpoint_ns", ""),
             **({"checkpoint_id": parent_id} if parent_id else {}),
         }
     }
-    # All channel versions count as new: blob upserts of versions already stored are no-ops.
-    stored = await saver.aput(
-        config, item.checkpoint, item.metadata, dict(item.checkpoint["channel_versions"])
-    )
+
+
+async def _put_writes(
+    saver: InMemorySaver | CompactSaver,
+    stored: RunnableConfig,
+    pending: Sequence[tuple[str, str, Any]] | None,
+) -> None:
     writes: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-    for task_id, channel, value in item.pending_writes or []:
+    for task_id, channel, value in pending or []:
         writes[task_id].append((channel, value))
     for task_id, task_writes in writes.items():
         await saver.aput_writes(stored, task_writes, task_id)

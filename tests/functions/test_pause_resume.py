@@ -6,10 +6,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
-
 from agent.threads import thread_config, thread_key
 from infra.db import connect
+from infra.store.checkpoints import durable_saver
 from tests.api import ok
 from tests.support import (
     Stack,
@@ -26,9 +25,7 @@ from tests.support import (
 async def durable_values(database_url: str, chat_id: uuid.UUID, key: str) -> Any:
     """A value of the thread's latest durable checkpoint."""
     async with await connect(database_url) as conn:
-        latest = await AsyncPostgresSaver(conn).aget_tuple(
-            thread_config(thread_key(chat_id, "default"))
-        )
+        latest = await durable_saver(conn).aget_tuple(thread_config(thread_key(chat_id, "default")))
     assert latest is not None
     return latest.checkpoint["channel_values"].get(key)
 

@@ -78,7 +78,8 @@ async def test_every_checkpoint_records_the_version_that_wrote_it(database_url: 
         await stack.respond(token_for(user_id), {"chatId": str(chat_id), "content": "/calc 1+1"})
         await stack.executor.wait_idle()
     rows = await fetch(database_url, "select metadata from langgraph.checkpoints")
-    assert len(rows) >= 4
+    # (the quick path's handoff point, and the background round's end)
+    assert len(rows) == 2
     assert {row["metadata"].get("schema_version") for row in rows} == {SCHEMA_VERSION}
 
 

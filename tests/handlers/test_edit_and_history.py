@@ -7,10 +7,10 @@ import uuid
 from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
-from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from agent.threads import thread_config, thread_key
 from infra.db import connect
+from infra.store.checkpoints import durable_saver
 from infra.store.drafts import DraftWriter
 from infra.store.ids import ChatId, MessageId
 from tests.support import (
@@ -43,7 +43,7 @@ def said(messages: list[BaseMessage]) -> list[str]:
 
 async def messages_at(database_url: str, chat_id: uuid.UUID, checkpoint_id: str) -> list[str]:
     async with await connect(database_url) as conn:
-        found = await AsyncPostgresSaver(conn).aget_tuple(
+        found = await durable_saver(conn).aget_tuple(
             thread_config(thread_key(chat_id, "default"), checkpoint_id=checkpoint_id)
         )
     assert found is not None
