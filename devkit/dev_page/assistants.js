@@ -49,7 +49,8 @@ export async function loadChatAssistants() {
   try {
     listed = await state.client.chatAssistants(chatId);
   } catch (error) {
-    if (chatId === state.chatId) showComposerError(`Could not list the chat's assistants: ${error.message}`);
+    if (chatId !== state.chatId) return;
+    showComposerError(`Could not list the chat's assistants: ${error.message}`);
     return;
   }
   if (chatId !== state.chatId) return;

@@ -152,7 +152,8 @@ export function renderMessage(message) {
   // Which assistant wrote the reply (before its row says, the one it was sent to).
   const author = $('message-assistant', node);
   author.hidden = message.role !== 'assistant';
-  author.textContent = author.hidden ? '' : assistantName(message.assistantId ?? defaultAssistantId());
+  const authorId = message.assistantId ?? defaultAssistantId();
+  author.textContent = author.hidden ? '' : assistantName(authorId);
   const label = $('message-label', node);
   const labelText = labelOf(message, { streamingHere, approving, asking });
   label.hidden = !labelText;
