@@ -50,6 +50,11 @@ def command_line() -> argparse.ArgumentParser:
     chat.add_argument("message")
     chat.add_argument("--chat", type=uuid.UUID, help="chat id (default: the demo chat)")
     chat.add_argument("--url", default="http://127.0.0.1:8000", help="the dev server")
+    chat.add_argument(
+        "--assistant",
+        metavar="ID",
+        help="the assistant to ask (default: the chat's, or whom the message @-mentions)",
+    )
     package = commands.add_parser("package", help="build the Lambda zips serverless.yml deploys")
     package.add_argument("--out", type=Path, default=PROJECT_ROOT / "dist")
     package.add_argument("--uv", default=shutil.which("uv"), help="uv binary (default: on PATH)")
@@ -72,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "chat":
         from devkit import terminal_chat
 
-        sys.exit(terminal_chat.run(args.url, args.message, args.chat))
+        sys.exit(terminal_chat.run(args.url, args.message, args.chat, args.assistant))
     from infra.logs import configure_logging
     from infra.settings import Settings
 

@@ -52,7 +52,7 @@ def statuses_module() -> str:
 class DevSession:
     """The demo user the page and `handoff chat` act as; `mint` signs a fresh token. `anon_key`:
     the project's anon key, which supabase-js and supabase-py connect to Realtime with. The
-    session names the deployment's default assistant too, whose rows the page shows."""
+    session names the deployment's default assistant too."""
 
     user_id: UUID
     email: str

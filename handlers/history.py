@@ -1,4 +1,5 @@
-"""GET /api/chat/{chatId}/history: a thread's messages along its active branch, another, or all."""
+"""GET /api/chat/{chatId}/history: a chat's messages, each assistant's along its active branch,
+or one assistant's thread along its active branch, another, or all."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from handlers.deps import CurrentUser, QueriedAssistant, ServicesDep
+from handlers.deps import AssistantsDep, CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
-from handlers.fields import NO_NUL
+from handlers.fields import NO_NUL, AssistantQuery
 from infra.store import branches
 from infra.store import history as history_store
 from infra.store.ids import ChatId
@@ -29,6 +30,8 @@ class HistoryMessage(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     id: UUID
+    # A reply's assistant; a user message's, the one it was addressed to.
+    assistant_id: str
     role: str
     content: str
     status: str
@@ -56,7 +59,8 @@ class History(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     messages: list[HistoryMessage]
-    # The branch shown; with `all`, the active one.
+    # The branch shown; with `all`, the active one. Without `assistantId`, the chat's default
+    # assistant's (each message carries its own).
     branch_id: str
 
 
@@ -64,6 +68,7 @@ def history_message(row: history_store.HistoryRow) -> HistoryMessage:
     metadata = row.metadata
     return HistoryMessage(
         id=row.id,
+        assistant_id=row.assistant_id,
         role=row.role,
         content=row.content,
         status=row.status,
@@ -95,14 +100,18 @@ async def history(
     chat_id: UUID,
     user: CurrentUser,
     services: ServicesDep,
-    assistant: QueriedAssistant,
+    assistants: AssistantsDep,
+    assistant_id: AssistantQuery = None,
     branch_id: Annotated[
         str | None, Query(alias="branchId", min_length=1, max_length=64), NO_NUL
     ] = None,
     every_branch: Annotated[bool, Query(alias="all")] = False,
 ) -> History:
-    """The messages from the thread's root to the head of its active branch (or `branchId`'s),
-    oldest first; with `all=true`, every branch's, those off the active one `stale`. Under RLS.
+    """Without `assistantId`, the whole chat: each of its assistants' messages along that
+    assistant's active branch, in chat order (`all=true`: every message; `branchId`: the
+    default assistant's branch). With it, that assistant's thread from the root to the head of
+    its active branch (or `branchId`'s), oldest first; with `all=true`, every branch's. Those
+    off their active branch are `stale`. Under RLS.
     """
     if every_branch and branch_id is not None:
         raise ApiError(422, "invalid_request", "branchId: not with all")
@@ -110,7 +119,8 @@ async def history(
         await services.pool(),
         user.claims,
         chat_id=ChatId(chat_id),
-        assistant_id=assistant.id,
+        assistant_id=None if assistant_id is None else assistants.pick(assistant_id).id,
+        fallback=assistants.default.id,
         branch=branch_id,
         every_branch=every_branch,
     )

@@ -133,7 +133,7 @@ export function renderPaused(bubble, message) {
     disableAll(inputs, true);
     error.hidden = true;
     try {
-      await state.client.resume(state.chatId, instruction.value.trim());
+      await state.client.resume(state.chatId, instruction.value.trim(), message.assistantId);
       if (!state.feed?.up) await state.feed?.refresh();
     } catch (failure) {
       error.textContent = `Not resumed: ${failure.message}`;

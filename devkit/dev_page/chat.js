@@ -10,11 +10,15 @@
 // every route), sse.js (a turn's stream), feed.js (a chat followed live, caught up from the
 // history). The page, by concern: conversation.js (the messages as the page holds them),
 // messages.js (their bubbles), cards.js (approvals, questions, resume), timeline.js (a reply's
-// waterfall), composer.js (sending, streaming, cancel, pause, regenerate), chats.js (the list
-// and opening a chat), branches.js (the switcher), page.js (elements, banners, text).
+// waterfall), composer.js (sending, streaming, cancel, pause, regenerate), completion.js (the
+// @-completion), assistants.js (the picker), chats.js (the list and opening a chat),
+// branches.js (the switcher), page.js (elements, banners, text). protocol/mentions.js reads the
+// mention being typed.
 
+import { loadAssistants, wirePicker } from './assistants.js';
 import { activateBranch } from './branches.js';
 import { chatFromHash, loadChats, newChat, openChat } from './chats.js';
+import { completionKey, wireCompletion } from './completion.js';
 import { cancel, pause, send, updateControls } from './composer.js';
 import { state } from './conversation.js';
 import { HandoffClient } from './protocol/client.js';
@@ -26,11 +30,14 @@ function wire() {
     send();
   });
   els.input.addEventListener('keydown', (event) => {
+    if (completionKey(event)) return;
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       send();
     }
   });
+  wireCompletion();
+  wirePicker();
   els.cancel.addEventListener('click', cancel);
   els.pause.addEventListener('click', pause);
   els.branchSelect.addEventListener('change', () => activateBranch(els.branchSelect.value));
@@ -67,6 +74,11 @@ async function start() {
     return;
   }
   els.userEmail.textContent = state.session.email;
+  try {
+    await loadAssistants();
+  } catch (error) {
+    showBanner(`Could not list the assistants: ${error.message}`);
+  }
   try {
     await loadChats();
   } catch (error) {

@@ -1,6 +1,7 @@
 // The chats list, and opening a chat: its messages, followed live through a ChatFeed whose view
 // is this page.
 
+import { loadChatAssistants } from './assistants.js';
 import { ChatFeed } from './protocol/feed.js';
 import { activeReply, applyChange, applyHistory, state } from './conversation.js';
 import { afterRender, renderAll, rerender } from './messages.js';
@@ -95,6 +96,7 @@ export function openChat(chatId) {
   afterRender();
   state.feed = new ChatFeed(state.client, chatId, feedView);
   state.feed.open(leaving);
+  loadChatAssistants();
 }
 
 export async function newChat() {

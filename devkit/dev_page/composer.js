@@ -1,9 +1,18 @@
 // Sending a message and streaming its reply (the quick path's SSE stream into the reply's
-// bubble), and the chat's controls: cancel, pause, regenerate.
+// bubble; the replies of the other assistants it mentions, shown as they start), and the chat's
+// controls: cancel, pause, regenerate.
 
 import { uuid4 } from './protocol/client.js';
 import { readSse } from './protocol/sse.js';
-import { activeReply, controls, pausingNow, state, upsert } from './conversation.js';
+import { pickedAssistantId } from './assistants.js';
+import {
+  activeReply,
+  controls,
+  defaultAssistantId,
+  pausingNow,
+  state,
+  upsert,
+} from './conversation.js';
 import { adoptStoredId, renderAll, renderMessage, rerender } from './messages.js';
 import { els, showComposerError } from './page.js';
 
@@ -13,8 +22,10 @@ export async function send() {
   showComposerError('');
   const chatId = state.chatId;
   const generation = state.generation;
+  // None picked: the chat's default answers, or the assistants the message @-mentions.
+  const assistantId = pickedAssistantId();
   const userMessage = upsert(uuid4(), 'user');
-  Object.assign(userMessage, { content, status: 'completed', local: true });
+  Object.assign(userMessage, { content, status: 'completed', local: true, assistantId });
   const controller = new AbortController();
   state.sending = true;
   els.input.value = '';
@@ -37,6 +48,7 @@ export async function send() {
     content,
     userMessageId: userMessage.id,
     multitaskStrategy: els.strategy.value,
+    ...(assistantId ? { assistantId } : {}),
   };
   let response;
   try {
@@ -57,13 +69,29 @@ export async function send() {
   }
   // Accepted: another message may follow now (its strategy decides what happens to this one).
   state.sending = false;
-  await streamReply(response, { controller, current, userMessage });
+  await streamReply(response, { controller, current, userMessage, assistantId });
+}
+
+// The replies a message that mentions several assistants started besides the streamed one:
+// each runs in the background, and shows now, before its row arrives.
+function showOtherReplies(data) {
+  for (const other of data.otherReplies ?? []) {
+    const known = state.messages.has(other.assistantMessageId);
+    const reply = upsert(other.assistantMessageId, 'assistant');
+    if (!known) Object.assign(reply, { status: 'queued', local: true });
+    reply.assistantId = other.assistantId;
+    reply.parentMessageId = data.userMessageId;
+    rerender(reply);
+  }
 }
 
 // The turn's `metadata` event: the user message under its stored id, and the reply it opens
 // (none for a message steered into the running reply).
 function onMetadata(turn, data, userMessage) {
-  if (userMessage) adoptStoredId(userMessage, data.userMessageId);
+  if (userMessage) {
+    adoptStoredId(userMessage, data.userMessageId);
+    userMessage.assistantId = data.assistantId ?? turn.assistantId ?? userMessage.assistantId;
+  }
   // (under its stored id, in its place)
   const stored = state.messages.get(data.userMessageId);
   if (stored) renderMessage(stored);
@@ -81,7 +109,11 @@ function onMetadata(turn, data, userMessage) {
   const assistant = upsert(data.assistantMessageId, 'assistant');
   assistant.local = !known;
   assistant.parentMessageId = data.userMessageId;
+  // The server says which assistant answers; until it does, the one asked, or the default.
+  assistant.assistantId =
+    data.assistantId ?? assistant.assistantId ?? turn.assistantId ?? defaultAssistantId();
   rerender(assistant);
+  showOtherReplies(data);
   return assistant;
 }
 
@@ -116,9 +148,9 @@ function onReplyEvent(turn, event, data, assistant) {
 }
 
 // A turn's SSE stream (respond or regenerate) into the reply's bubble: `metadata`, `token`s,
-// then `done`, `handoff` or `error`.
-export async function streamReply(response, { controller, current, userMessage }) {
-  const turn = { controller, streaming: false, assistantMessageId: null };
+// then `done`, `handoff` or `error`. `assistantId`: the assistant asked (none: the default).
+export async function streamReply(response, { controller, current, userMessage, assistantId }) {
+  const turn = { controller, streaming: false, assistantMessageId: null, assistantId };
   state.turns.add(turn);
   updateControls();
 
@@ -147,7 +179,7 @@ export async function cancel() {
   els.cancel.disabled = true;
   showComposerError('');
   try {
-    const result = await state.client.cancel(state.chatId);
+    const result = await state.client.cancel(state.chatId, activeReply()?.assistantId);
     if (!state.feed?.up && result && result.canceled) await state.feed?.refresh();
   } catch (error) {
     showComposerError(`Could not cancel: ${error.message}`);
@@ -161,7 +193,7 @@ export async function pause() {
   els.pause.disabled = true;
   showComposerError('');
   try {
-    const result = await state.client.pause(state.chatId);
+    const result = await state.client.pause(state.chatId, activeReply()?.assistantId);
     controls.pausing = result.assistantMessageId;
     const message = state.messages.get(result.assistantMessageId);
     if (message) rerender(message);
@@ -185,7 +217,12 @@ export async function regenerate(reply) {
   try {
     let response;
     try {
-      response = await state.client.regenerate(chatId, reply.id, controller.signal);
+      response = await state.client.regenerate(
+        chatId,
+        reply.id,
+        controller.signal,
+        reply.assistantId,
+      );
     } catch (error) {
       if (error.name === 'AbortError' || !current()) return;
       showComposerError(
@@ -199,13 +236,17 @@ export async function regenerate(reply) {
       controller.abort();
       return;
     }
-    // The replaced reply, and whatever followed it, are on the old branch now.
+    // The replaced reply, and whatever of its assistant's followed it, are on the old branch
+    // now (its branches are its own: the other assistants' messages stay).
     const ids = [...state.messages.keys()];
     const from = ids.indexOf(reply.id);
-    for (const id of from >= 0 ? ids.slice(from) : []) state.messages.delete(id);
+    for (const id of from >= 0 ? ids.slice(from) : []) {
+      if (state.messages.get(id).assistantId === reply.assistantId) state.messages.delete(id);
+    }
     renderAll();
     const userMessage = state.messages.get(reply.parentMessageId) ?? null;
-    await streamReply(response, { controller, current, userMessage });
+    const assistantId = reply.assistantId;
+    await streamReply(response, { controller, current, userMessage, assistantId });
   } finally {
     controls.regenerating = false;
     if (current()) updateControls();

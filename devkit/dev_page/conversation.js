@@ -22,6 +22,10 @@ export const state = {
   generation: 0,
   // The replies' timelines this page opened, by message id.
   timelines: new Map(),
+  // The deployment's assistants (GET /api/assistants), and the open chat's, each with
+  // `isDefault`.
+  assistants: [],
+  chatAssistants: [],
   stickToBottom: true,
 };
 
@@ -42,6 +46,8 @@ function blankMessage(id, role) {
   return {
     id,
     role,
+    // A reply's assistant; a user message's, the one it was addressed to (null: not known yet).
+    assistantId: null,
     content: '',
     // An assistant message this page learns of before its row is one being written.
     status: role === 'assistant' ? 'streaming' : 'completed',
@@ -139,6 +145,7 @@ export function pausingNow(message) {
 function fromHistory(row) {
   const message = blankMessage(row.id, row.role);
   Object.assign(message, {
+    assistantId: row.assistantId ?? null,
     content: row.content,
     status: row.status,
     createdAt: row.createdAt,
@@ -179,9 +186,20 @@ export function applyHistory(rows) {
   }
 }
 
+// The chat's assistant named `id`, else the deployment's; its name, or the id when neither has it
+// (one the code no longer defines).
+export function assistantName(id) {
+  const known = [...state.chatAssistants, ...state.assistants].find((a) => a.id === id);
+  return known ? known.name : id;
+}
+
+// The assistant that answers what names none: the chat's default.
+export function defaultAssistantId() {
+  return state.chatAssistants.find((a) => a.isDefault)?.id ?? state.session?.assistantId ?? null;
+}
+
 function onMessageRow(row) {
-  // The page talks to the deployment's default assistant, which the session names.
-  if (row.assistant_id && row.assistant_id !== state.session?.assistantId) return null;
+  // Every assistant's messages: the chat is all of them, in the order they were written.
   if (row.role !== 'user' && row.role !== 'assistant') return null;
   const metadata = row.metadata || {};
   if (metadata.stale) {
@@ -194,6 +212,7 @@ function onMessageRow(row) {
     message.content = row.content;
   }
   message.status = row.status;
+  message.assistantId = row.assistant_id ?? message.assistantId;
   message.createdAt = row.created_at || message.createdAt;
   message.parentMessageId = row.parent_message_id;
   message.pendingApproval = metadata.pendingApproval ?? null;

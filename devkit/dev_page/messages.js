@@ -5,8 +5,10 @@ import { renderApproval, renderPaused, renderQuestion } from './cards.js';
 import { watchBranches } from './branches.js';
 import { regenerate, updateControls } from './composer.js';
 import {
+  assistantName,
   awaitsAnswer,
   awaitsApproval,
+  defaultAssistantId,
   isStreamingHere,
   pausingNow,
   shownText,
@@ -147,6 +149,11 @@ export function renderMessage(message) {
   const textNode = $('message-text', node);
   if (textNode.textContent !== text) textNode.textContent = text;
 
+  // Which assistant wrote the reply (before its row says, the one it was sent to).
+  const author = $('message-assistant', node);
+  author.hidden = message.role !== 'assistant';
+  const authorId = message.assistantId ?? defaultAssistantId();
+  author.textContent = author.hidden ? '' : assistantName(authorId);
   const label = $('message-label', node);
   const labelText = labelOf(message, { streamingHere, approving, asking });
   label.hidden = !labelText;

@@ -16,6 +16,8 @@ export function findElements() {
     form: $('composer'),
     input: $('composer-input'),
     strategy: $('strategy'),
+    assistantSelect: $('assistant-select'),
+    mentionList: $('mention-list'),
     send: $('send'),
     cancel: $('cancel'),
     pause: $('pause'),

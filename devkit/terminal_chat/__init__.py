@@ -1,17 +1,20 @@
 """`handoff chat`: one turn in the terminal, against a running `handoff dev`.
 
-Tokens print as they stream; once the turn hands off, a spinner shows the background job's
-progress, followed as a frontend follows it: the chat's `message` and `message_draft` rows through
-Supabase Realtime, with supabase-py's client (the dev server speaks Realtime's protocol); then the
-final text prints. Where the server cannot follow the database (no logical decoding), or the
-subscription is lost, it polls the history instead. A tool call that needs approval and a
-question of the model are asked on the terminal when there is a keyboard to answer them;
-otherwise it says where to answer. Everything the model or a tool wrote is printed with its
-control, bidi and invisible characters escaped.
+The reply's assistant is named before its text (`--assistant ID` asks that one; without it,
+the chat's default answers, or whom the message @-mentions). Tokens print as they stream; once
+the turn hands off, a spinner shows the background job's progress, followed as a frontend
+follows it: the chat's `message` and `message_draft` rows through Supabase Realtime, with
+supabase-py's client (the dev server speaks Realtime's protocol); then the final text prints.
+Where the server cannot follow the database (no logical decoding), or the subscription is lost,
+it polls the history instead. A tool call that needs approval and a question of the model are
+asked on the terminal when there is a keyboard to answer them; otherwise it says where to
+answer. Everything the model or a tool wrote is printed with its control, bidi and invisible
+characters escaped.
 
-By concern: client.py speaks HTTP (the session, the turn's SSE stream, the control routes),
-subscription.py follows the chat's rows, background.py a reply in the background and what it
-asks, screen.py is what is printed; this module is the command that joins them.
+By concern: client.py speaks HTTP (the session and the assistants' names, the turn's SSE
+stream, the control routes), subscription.py follows the chat's rows, background.py a reply in
+the background and what it asks, screen.py is what is printed; this module is the command that
+joins them.
 """
 
 from __future__ import annotations
@@ -35,21 +38,33 @@ def shown_on(screen: Screen) -> Callable[[str], None]:
     return lambda text: screen.write(printable(text))
 
 
+def labelled(screen: Screen, session: Session) -> Callable[[str | None], None]:
+    """The reply's assistant, by name, before its text."""
+    return lambda assistant_id: screen.write(f"{printable(session.name_of(assistant_id))}: ")
+
+
 def unavailable(screen: Screen) -> Callable[[str], None]:
     """What the screen says when the live progress gives way to polling."""
     return lambda problem: screen.line(f"(live progress unavailable: {problem} Polling instead.)")
 
 
 async def chat(
-    origin: str, content: str, chat_id: UUID | None, screen: Screen, ask: Ask | None
+    origin: str,
+    content: str,
+    chat_id: UUID | None,
+    assistant_id: str | None,
+    screen: Screen,
+    ask: Ask | None,
 ) -> int:
     """One turn; the exit status (0 when the answer completed)."""
     timeout = httpx.Timeout(30, read=None)  # streams stay quiet while tools run
     async with httpx.AsyncClient(base_url=origin, timeout=timeout) as http:
         try:
-            session = await Session.open(http, chat_id)
+            session = await Session.open(http, chat_id, assistant_id)
             async with message_changes(session, unavailable(screen)) as changes:
-                shown, handed_off = await stream_turn(session, content, shown_on(screen))
+                shown, handed_off = await stream_turn(
+                    session, content, shown_on(screen), labelled(screen, session)
+                )
                 if handed_off is None:
                     screen.line("")
                     return 0
@@ -91,7 +106,7 @@ async def ask_terminal(prompt: str) -> str | None:
         return None
 
 
-def run(origin: str, content: str, chat_id: UUID | None) -> int:
+def run(origin: str, content: str, chat_id: UUID | None, assistant_id: str | None = None) -> int:
     # supabase-py's realtime client logs a lost socket as an error; here it is handled (the
     # history is polled, or the one line says the server went away), so not printed.
     logging.getLogger("realtime").addHandler(logging.NullHandler())
@@ -99,6 +114,7 @@ def run(origin: str, content: str, chat_id: UUID | None) -> int:
     screen = Screen(sys.stdout, animated=sys.stdout.isatty())
     ask = ask_terminal if sys.stdin.isatty() else None
     try:
-        return asyncio.run(spinning(screen, chat(origin, content, chat_id, screen, ask)))
+        turn = chat(origin, content, chat_id, assistant_id, screen, ask)
+        return asyncio.run(spinning(screen, turn))
     except KeyboardInterrupt:
         return 130

@@ -1,12 +1,13 @@
-"""`handoff chat`'s side of the HTTP API: the dev session, a turn's SSE stream, and the control
-routes it uses (approvals, answers, cancel, the history it polls)."""
+"""`handoff chat`'s side of the HTTP API: the dev session and the deployment's assistants' names,
+a turn's SSE stream, and the control routes it uses (approvals, answers, cancel, the history it
+polls)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -42,9 +43,17 @@ class Session:
     origin: str
     token: str
     anon_key: str
+    # The assistant asked (`--assistant`); None: the chat's default, or whom the message
+    # @-mentions.
+    assistant_id: str | None = None
+    # The deployment's default assistant, and every assistant's name by id.
+    default_assistant: str = ""
+    names: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    async def open(cls, http: httpx.AsyncClient, chat: UUID | None) -> Session:
+    async def open(
+        cls, http: httpx.AsyncClient, chat: UUID | None, assistant_id: str | None = None
+    ) -> Session:
         try:
             response = await http.get("/api/dev/session")
         except httpx.TransportError as exc:
@@ -57,7 +66,29 @@ class Session:
         headers = {"Authorization": f"Bearer {body['token']}"}
         origin = str(http.base_url).rstrip("/")
         chat_id = str(chat or body["chatId"])
-        return cls(http, headers, chat_id, origin, body["token"], body["anonKey"])
+        session = cls(http, headers, chat_id, origin, body["token"], body["anonKey"])
+        session.assistant_id = assistant_id
+        session.default_assistant = body["assistantId"]
+        session.names = await session.assistant_names()
+        return session
+
+    async def assistant_names(self) -> dict[str, str]:
+        """The deployment's assistants' names by id (GET /api/assistants); none if it cannot
+        say, and replies are labelled with their ids."""
+        response = await self.http.get("/api/assistants", headers=self.headers)
+        if response.status_code != 200:
+            return {}
+        return {a["id"]: a["name"] for a in response.json()["assistants"]}
+
+    def name_of(self, assistant_id: str | None) -> str:
+        """What a reply of `assistant_id` is labelled with (None: the one asked, else the
+        default)."""
+        shown = assistant_id or self.assistant_id or self.default_assistant
+        return self.names.get(shown, shown)
+
+    def named(self) -> dict[str, str]:
+        """The body's `assistantId`, when one was asked for."""
+        return {"assistantId": self.assistant_id} if self.assistant_id else {}
 
     async def post(self, path: str, body: dict[str, Any]) -> httpx.Response:
         return await self.http.post(path, json=body, headers=self.headers)
@@ -91,12 +122,16 @@ class Session:
 
 
 async def stream_turn(
-    session: Session, content: str, on_token: Callable[[str], None]
+    session: Session,
+    content: str,
+    on_token: Callable[[str], None],
+    on_reply: Callable[[str | None], None],
 ) -> tuple[str, str | None]:
-    """Stream the quick path, each token to `on_token`; the text streamed, and the assistant
-    message id if it handed off."""
+    """Stream the quick path: its reply's assistant to `on_reply` (None when the server does
+    not say which), each token to `on_token`; the text streamed, and the assistant message id
+    if it handed off."""
     shown = ""
-    body = {"chatId": session.chat_id, "content": content}
+    body = {"chatId": session.chat_id, "content": content, **session.named()}
     try:
         async with session.events("POST", "/api/chat/respond", body) as source:
             if source.response.status_code != 200:
@@ -104,7 +139,9 @@ async def stream_turn(
                 raise ChatFailed(error_text(source.response))
             async for sse in source.aiter_sse():
                 event, data = sse.event, sse.json()
-                if event == "token":
+                if event == "metadata":
+                    on_reply(data.get("assistantId"))
+                elif event == "token":
                     shown += data["text"]
                     on_token(data["text"])
                 elif event == "done":
@@ -122,7 +159,7 @@ async def cancel_turn(session: Session) -> str:
     """Cancel the chat's turn; what to show for it."""
     try:
         async with asyncio.timeout(CANCEL_TIMEOUT_S):
-            response = await session.post(f"/api/chat/{session.chat_id}/cancel", {})
+            response = await session.post(f"/api/chat/{session.chat_id}/cancel", session.named())
     except (httpx.TransportError, TimeoutError):
         return f"[not canceled: the server at {session.origin} cannot be reached]"
     if not response.is_success:

@@ -811,6 +811,75 @@ async function pausedTurn(page) {
   return { assistantMessageId: id, pauseEnabled, pausing, paused, final: await bubble(page, id) };
 }
 
+// What the @-completion list offers now: its options' text, the one chosen, and whether the
+// message box names it as its active option.
+async function mentionList(page) {
+  return page.evaluate(() => {
+    const list = document.querySelector('[data-testid="mention-list"]');
+    const options = [...list.querySelectorAll('[role="option"]')];
+    const active = options.find((option) => option.getAttribute('aria-selected') === 'true');
+    const input = document.querySelector('[data-testid="composer-input"]');
+    return {
+      visible: !list.hidden,
+      options: options.map((option) => option.textContent),
+      active: active?.textContent ?? null,
+      announced: Boolean(active) && input.getAttribute('aria-activedescendant') === active.id,
+    };
+  });
+}
+
+// 10) A second assistant: added to the chat through the picker, asked, its reply named; then
+// `@` in the message box offers the chat's assistants, and the keyboard completes one.
+async function secondAssistant(page) {
+  const picker = page.getByTestId('assistant-select');
+  const offered = await picker.locator('option').allTextContents();
+  await picker.selectOption('add:calculator');
+  await page.waitForFunction(
+    () => document.querySelector('[data-testid="assistant-select"]').value === 'calculator',
+    null,
+    { timeout: STEP_TIMEOUT_MS },
+  );
+  const afterAdding = await picker.locator('option').allTextContents();
+  const before = await lastAssistant(page);
+  await sendWithClick(page, 'Which of you is this?');
+  const id = await lastAssistantId(page, before);
+  await waitForStatus(page, id, 'completed');
+  const node = page.locator(`[data-testid="message"][data-message-id="${id}"]`);
+  const named = await node.getByTestId('message-assistant').textContent();
+  const names = await page
+    .locator('[data-testid="message"][data-role="assistant"] [data-testid="message-assistant"]')
+    .allTextContents();
+
+  await picker.selectOption('');
+  const input = page.getByTestId('composer-input');
+  await input.fill('');
+  await input.click();
+  await page.keyboard.type('Ask @');
+  const typedAt = await mentionList(page);
+  await page.keyboard.press('ArrowDown');
+  const movedDown = await mentionList(page);
+  await page.keyboard.press('Enter');
+  const completed = { value: await input.inputValue(), list: await mentionList(page) };
+  await page.keyboard.type('and @hel');
+  const narrowed = await mentionList(page);
+  await page.keyboard.press('Escape');
+  const escaped = { value: await input.inputValue(), list: await mentionList(page) };
+  await input.fill('');
+  return {
+    offered,
+    afterAdding,
+    assistantMessageId: id,
+    reply: await bubble(page, id),
+    named,
+    names,
+    typedAt,
+    movedDown,
+    completed,
+    narrowed,
+    escaped,
+  };
+}
+
 async function main() {
   mkdirSync(outDir, { recursive: true });
   const started = Date.now();
@@ -863,6 +932,7 @@ async function main() {
     const chats = await switchedChats(page);
     const question = await questionAndBranches(page, outDir);
     const paused = await pausedTurn(page);
+    const assistants = await secondAssistant(page);
     // What carried the changes: supabase-js, over Realtime's websocket, never the SSE route.
     const transport = await page.evaluate(() => ({
       supabaseJs: typeof window.supabase?.createClient === 'function',
@@ -889,6 +959,7 @@ async function main() {
       chats,
       question,
       paused,
+      assistants,
       transport,
       screenshot,
       problems,

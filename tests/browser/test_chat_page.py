@@ -1,7 +1,8 @@
 """The chat page of `handoff dev` in a real Chromium: streaming, handoff, drafts, cancel,
 approvals, a reload mid-job, a reply's timeline, a server restart mid-job, switching chats, a
-question of the model answered with a click, regenerate and the branch switcher, and pause and
-resume with an instruction.
+question of the model answered with a click, regenerate and the branch switcher, pause and
+resume with an instruction, and a second assistant picked, added and named, and an @-mention
+completed.
 
 `chat_page.mjs` types and clicks through the page with playwright-core driving Debian's
 Chromium and prints a report of what the page showed and when; this test starts the real
@@ -403,6 +404,47 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     assert "gave this instruction for the rest of it: Answer in one line" in paused["final"]["text"]
     row = await message_row(logical_database_url, paused["assistantMessageId"])
     assert (row["status"], row["content"]) == ("completed", paused["final"]["text"])
+
+    # A second assistant: the picker offers the chat's default and the deployment's others;
+    # picking Calculator adds it to the chat and asks it, and its reply is named Calculator.
+    assistants = report["assistants"]
+    assert assistants["offered"] == ["Default: Helper", "Helper", "Add Calculator"]
+    assert assistants["afterAdding"] == ["Default: Helper", "Helper", "Calculator"]
+    assert assistants["named"] == "Calculator"
+    # (the scripted model notes the instructions it was given: Calculator's)
+    assert assistants["reply"]["text"].startswith('You said: "Which of you is this?"')
+    assert "You are Calculator." in assistants["reply"]["text"]
+    [row] = await fetch(
+        logical_database_url,
+        "select assistant_id, status from public.message where id = %s",
+        assistants["assistantMessageId"],
+    )
+    assert (row["assistant_id"], row["status"]) == ("calculator", "completed")
+    assert set(assistants["names"][:-1]) == {"Helper"}
+    assert [
+        (r["assistant_id"], r["is_default"])
+        for r in await fetch(
+            logical_database_url,
+            "select assistant_id, is_default from chat_assistant where chat_id = %s"
+            " order by added_at, assistant_id",
+            DEMO_CHAT_ID,
+        )
+    ] == [("default", True), ("calculator", False)]
+    # `@` offers the chat's assistants, name and id; the arrow moves, Enter completes.
+    assert assistants["typedAt"] == {
+        "visible": True,
+        "options": ["Helper@default", "Calculator@calculator"],
+        "active": "Helper@default",
+        "announced": True,
+    }
+    assert assistants["movedDown"]["active"] == "Calculator@calculator"
+    assert assistants["movedDown"]["announced"]
+    assert assistants["completed"]["value"] == "Ask @calculator "
+    assert not assistants["completed"]["list"]["visible"]
+    assert assistants["narrowed"]["options"] == ["Helper@default"]
+    # Escape closes the list and leaves the text as typed.
+    assert assistants["escaped"]["value"] == "Ask @calculator and @hel"
+    assert not assistants["escaped"]["list"]["visible"]
 
     shots = (
         report["screenshot"],

@@ -99,7 +99,8 @@ async def test_a_quick_answer_streams_and_exits_zero(dev: str, logical_database_
     [reply] = await fetch(
         logical_database_url, "select content from message where role = 'assistant'"
     )
-    assert chat.out == reply["content"] + "\n"
+    # the reply named by its assistant, the chat's default
+    assert chat.out == "Helper: " + reply["content"] + "\n"
 
 
 async def test_a_tool_turn_shows_tokens_then_progress_then_the_final_text(
@@ -110,8 +111,10 @@ async def test_a_tool_turn_shows_tokens_then_progress_then_the_final_text(
     assert chat.status == 0, chat.err
     [reply] = await fetch(logical_database_url, REPLY_SQL)
     assert reply["status"] == "completed"
-    streamed, *progress, final = chat.out.rstrip("\n").split("\n")
-    # THEN the quick path's words come first, on their own line
+    labelled, *progress, final = chat.out.rstrip("\n").split("\n")
+    # THEN the quick path's words come first, on their own line, after the assistant's name
+    assert labelled.startswith("Helper: ")
+    streamed = labelled.removeprefix("Helper: ")
     assert reply["content"].startswith(streamed)
     # AND the background's progress, read from the change feed
     assert progress[0] == "  … continuing in the background"
@@ -137,6 +140,26 @@ async def test_another_chat_and_a_chat_that_is_not_yours(dev: str) -> None:
     assert chat.status == 0, chat.err
     missing = await handoff_chat(dev, "hello", "--chat", "00000000-0000-4000-8000-000000000001")
     assert (missing.status, missing.err) == (1, "handoff chat: Chat not found.\n")
+
+
+async def test_an_assistant_asked_by_id_answers_under_its_name(
+    dev: str, logical_database_url: str
+) -> None:
+    # WHEN the calculator is asked by its id
+    chat = await handoff_chat(dev, "hello there", "--assistant", "calculator")
+    assert chat.status == 0, chat.err
+    # THEN it answered (with its own instructions), and the screen names it
+    [reply] = await fetch(
+        logical_database_url,
+        "select assistant_id, content from message where role = 'assistant'",
+    )
+    assert reply["assistant_id"] == "calculator"
+    assert "You are Calculator." in reply["content"]
+    assert chat.out == "Calculator: " + reply["content"] + "\n"
+    # AND an id no assistant has is refused in one line, nothing stored
+    unknown = await handoff_chat(dev, "hello", "--assistant", "nobody")
+    assert (unknown.status, unknown.err) == (1, "handoff chat: No such assistant.\n")
+    assert len(await fetch(logical_database_url, "select id from message")) == 2
 
 
 async def test_approval_is_asked_for_and_can_come_from_elsewhere(

@@ -91,7 +91,12 @@ class Thread:
         """The history as this user reads it: the branch shown, and the rows."""
         claims: Claims = {"sub": str(self.user_id), "role": "authenticated"}
         return await history_store.history(
-            pool, claims, chat_id=ChatId(self.chat_id), assistant_id="default", **options
+            pool,
+            claims,
+            chat_id=ChatId(self.chat_id),
+            assistant_id="default",
+            fallback="default",
+            **options,
         )
 
     async def history(self, pool: Pool, **options: Any) -> tuple[str, list[str]]:

@@ -42,6 +42,8 @@ export function uuid4() {
 
 const chatPath = (chatId, rest = '') => `/api/chat/${chatId}${rest}`;
 const POST_EMPTY = { method: 'POST', body: {} };
+// A body that names an assistant, or none (the server's default).
+const named = (assistantId) => (assistantId ? { assistantId } : {});
 
 export class HandoffClient extends EventTarget {
   // `origin`: the server's, which every request and supabase-js's websocket URL
@@ -56,7 +58,7 @@ export class HandoffClient extends EventTarget {
   }
 
   // The demo user's session: { token, userId, email, chatId, anonKey, assistantId }, the
-  // last the deployment's default assistant, whom the page's requests leave unnamed.
+  // last the deployment's default assistant.
   async signIn() {
     this.session = await this.api('/api/dev/session', { session: null });
     return this.session;
@@ -139,13 +141,16 @@ export class HandoffClient extends EventTarget {
     return response;
   }
 
-  // The user's message, `{ chatId, content, userMessageId, multitaskStrategy }`.
+  // The user's message, `{ chatId, content, userMessageId, multitaskStrategy, assistantId? }`
+  // (no assistantId: the chat's default, or the assistants the message @-mentions).
   respond(body, signal) {
     return this.stream('/api/chat/respond', body, signal);
   }
 
-  regenerate(chatId, messageId, signal) {
-    return this.stream(chatPath(chatId, `/messages/${encodeURIComponent(messageId)}/regenerate`), {}, signal);
+  // Another answer from the assistant that wrote `messageId` (none named: the default's).
+  regenerate(chatId, messageId, signal, assistantId) {
+    const path = chatPath(chatId, `/messages/${encodeURIComponent(messageId)}/regenerate`);
+    return this.stream(path, named(assistantId), signal);
   }
 
   chats() {
@@ -160,16 +165,33 @@ export class HandoffClient extends EventTarget {
     return this.api(chatPath(chatId, '/history'));
   }
 
-  cancel(chatId) {
-    return this.api(chatPath(chatId, '/cancel'), POST_EMPTY);
+  // The deployment's assistants, `[{ id, name, description }]`, the default first.
+  async assistants() {
+    return (await this.api('/api/assistants')).assistants;
   }
 
-  pause(chatId) {
-    return this.api(chatPath(chatId, '/pause'), POST_EMPTY);
+  // The chat's assistants, each with `isDefault`, the earliest added first.
+  async chatAssistants(chatId) {
+    return (await this.api(`/api/chats/${chatId}/assistants`)).assistants;
   }
 
-  resume(chatId, instruction) {
-    const body = instruction ? { instruction } : {};
+  // Adds an assistant to the chat; the chat's assistants after.
+  async addChatAssistant(chatId, assistantId) {
+    const body = { assistantId };
+    return (await this.api(`/api/chats/${chatId}/assistants`, { method: 'POST', body })).assistants;
+  }
+
+  // Cancel, pause and resume act on the turn of `assistantId` (none: the default's).
+  cancel(chatId, assistantId) {
+    return this.api(chatPath(chatId, '/cancel'), { method: 'POST', body: named(assistantId) });
+  }
+
+  pause(chatId, assistantId) {
+    return this.api(chatPath(chatId, '/pause'), { method: 'POST', body: named(assistantId) });
+  }
+
+  resume(chatId, instruction, assistantId) {
+    const body = { ...named(assistantId), ...(instruction ? { instruction } : {}) };
     return this.api(chatPath(chatId, '/resume'), { method: 'POST', body });
   }
 
