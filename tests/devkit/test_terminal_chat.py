@@ -145,6 +145,15 @@ async def test_another_chat_and_a_chat_that_is_not_yours(dev: str) -> None:
 async def test_an_assistant_asked_by_id_answers_under_its_name(
     dev: str, logical_database_url: str
 ) -> None:
+    # GIVEN the calculator takes part in the demo chat
+    async with httpx.AsyncClient(base_url=dev) as http:
+        session = (await http.get("/api/dev/session")).json()
+        added = await http.post(
+            f"/api/chats/{session['chatId']}/assistants",
+            json={"assistantId": "calculator"},
+            headers={"Authorization": f"Bearer {session['token']}"},
+        )
+        assert added.status_code == 200, added.text
     # WHEN the calculator is asked by its id
     chat = await handoff_chat(dev, "hello there", "--assistant", "calculator")
     assert chat.status == 0, chat.err
