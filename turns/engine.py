@@ -156,7 +156,7 @@ async def load_run(
     answered again), on the checkpoint the replaced turn started from (none when it began the
     thread). A later round (not `opens`) continues the thread's latest checkpoint."""
     memory = InMemorySaver()
-    edit = turn.edit
+    edit = turn.edit if opens else None  # a later round continues the turn's own checkpoints
     known = None
     branch = branches.MAIN_BRANCH
     with telemetry.tracer.start_as_current_span("load history"):

@@ -9,7 +9,11 @@ be the chat's own; the branch the turn then makes is infra/store/branches.py's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 from uuid import UUID
+
+from pydantic import ConfigDict
+from pydantic.alias_generators import to_camel
 
 from agent.threads import thread_key
 from infra.db import Conn, Pool
@@ -46,6 +50,22 @@ where t.id = %(message_id)s and t.chat_id = %(chat_id)s
   and (t.role = 'user' or (t.role = 'assistant' and t.assistant_id = %(assistant_id)s))
 """
 
+# Under the user's RLS: each further addressee of the user message that is still in the chat, and
+# its reply to replace: the one on its active branch, else the newest.
+FURTHER_REPLIES_SQL = """
+select distinct on (r.assistant_id) r.assistant_id, r.id, r.metadata,
+  u.metadata -> 'addressedTo' as addressed_to
+from public.message u
+join public.message r
+  on r.parent_message_id = u.id and r.role = 'assistant' and r.chat_id = u.chat_id
+  and r.assistant_id <> u.assistant_id
+where u.id = %(message_id)s and u.chat_id = %(chat_id)s and u.role = 'user'
+  and coalesce(u.metadata -> 'addressedTo', '[]'::jsonb) ? r.assistant_id
+  and exists (select 1 from public.chat_assistant a
+              where a.chat_id = u.chat_id and a.assistant_id = r.assistant_id)
+order by r.assistant_id, coalesce((r.metadata ->> 'stale')::boolean, false), r.created_at desc
+"""
+
 
 class EditTargetNotFound(LookupError):
     """The message to edit or answer again is not one of this chat and assistant."""
@@ -64,7 +84,12 @@ class Edit:
     """A turn that forks the thread from `base_checkpoint_id`, where the turn of the user message
     `message_id` began: with new content (an edit of that message) or with the same message
     again (`regenerate`). `forked_from` is the message the new branch replaces: the edited
-    message, or the reply answered again."""
+    message, the reply answered again, or a further addressee's reply to the edited message.
+    In a queued turn's payload (camelCase), for the background to fork as the quick path does."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True
+    )
 
     message_id: MessageId
     base_checkpoint_id: str | None
@@ -91,6 +116,27 @@ async def edit_target(
         base = await _fork_base(conn, chat_id, assistant_id, row["metadata"]["checkpointId"])
     edited = MessageId(message_id)
     return Edit(edited, base, edited)
+
+
+async def further_edits(
+    pool: Pool, claims: Claims, *, chat_id: ChatId, message_id: UUID
+) -> dict[str, Edit]:
+    """What an edit of the user message `message_id` forks for each of its further addressees
+    still in the chat, in mention order: that assistant's thread, from where its reply's turn
+    began (`baseCheckpointId`), the new branch replacing that reply. An addressee whose reply
+    recorded no start (its turn stored nothing, or was stored before replies recorded it) is
+    left out; a start its thread does not have is CheckpointNotFound."""
+    params = {"chat_id": chat_id, "message_id": message_id}
+    edits: dict[str, Edit] = {}
+    async with user_transaction(pool, claims) as conn:
+        rows = await (await conn.execute(FURTHER_REPLIES_SQL, params)).fetchall()
+        rows = [r for r in rows if "baseCheckpointId" in r["metadata"]]
+        for row in sorted(rows, key=lambda r: r["addressed_to"].index(r["assistant_id"])):
+            assistant_id = row["assistant_id"]
+            recorded = row["metadata"]["baseCheckpointId"]
+            base = await _fork_base(conn, chat_id, assistant_id, recorded)
+            edits[assistant_id] = Edit(MessageId(message_id), base, MessageId(row["id"]))
+    return edits
 
 
 async def regenerate_target(

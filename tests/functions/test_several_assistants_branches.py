@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 
 from tests.api import ok
 from tests.support import (
@@ -160,3 +160,69 @@ async def test_a_reply_naming_a_checkpoint_of_another_thread_is_not_regenerated(
             token, chat_id, other["assistantMessageId"], assistantId="calculator"
         )
         assert ok(response, 404)["error"]["code"] == "message_not_found"
+
+
+async def test_an_edit_is_answered_by_every_addressee_each_forking_its_own_thread(
+    database_url: str,
+) -> None:
+    user_id, chat_id = await create_user_with_chat(
+        database_url, assistants=["default", "calculator"]
+    )
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        stack.executor.call_delay_s = CALL_DELAY_S
+        # GIVEN the helper answered once, then both answered one message
+        await stack.respond(token, message(chat_id, "@helper first"))
+        both = await stack.respond(token, message(chat_id, "@calculator @helper hello"))
+        await stack.executor.wait_idle()
+        asked = both[0][1]
+        [other] = asked["otherReplies"]
+        replaced = await reply(database_url, other["assistantMessageId"])
+
+        # WHEN the user edits the message (for the calculator, its first addressee), now asking
+        # for a tool, which runs after the fork in a later round
+        edited = "@calculator @helper hello again\n/calc 6*7"
+        edit = {"assistantId": "calculator", "editOf": asked["userMessageId"]}
+        events = await stack.respond(token, message(chat_id, edited, **edit))
+        await stack.executor.wait_idle()
+
+    # THEN the calculator answers it on the quick path, and the helper with a reply of its own
+    assert events[-1][0] == "handoff"
+    meta = events[0][1]
+    assert meta["assistantId"] == "calculator"
+    [helper_reply] = meta["otherReplies"]
+    assert helper_reply["assistantId"] == "default"
+    new = await reply(database_url, helper_reply["assistantMessageId"])
+    assert new["status"] == "completed"
+    assert "calc returned 42." in new["content"]
+    [user_message] = await fetch(
+        database_url, "select * from message where id = %s", uuid.UUID(meta["userMessageId"])
+    )
+    assert user_message["metadata"]["editOf"] == asked["userMessageId"]
+    assert user_message["metadata"]["addressedTo"] == ["calculator", "default"]
+    # AND the helper's thread forked from where its replaced turn began, on a branch of its own
+    # that replaces its reply, now active: the edited message follows its first turn directly
+    new_branch = meta["userMessageId"]
+    assert new["metadata"]["branchId"] == new_branch
+    assert new["metadata"]["baseCheckpointId"] == replaced["metadata"]["baseCheckpointId"]
+    thread = await durable_messages(database_url, chat_id, "default")
+    assert [m.content for m in thread if isinstance(m, HumanMessage)] == ["@helper first", edited]
+    assert [m.content for m in thread if isinstance(m, ToolMessage)] == ["42"]
+    [branch] = await fetch(
+        database_url,
+        "select forked_from from branch where assistant_id = 'default' and id = %s",
+        new_branch,
+    )
+    assert str(branch["forked_from"]) == other["assistantMessageId"]
+    [active] = await fetch(
+        database_url, "select branch_id from active_branch where assistant_id = 'default'"
+    )
+    assert active["branch_id"] == new_branch
+    assert (await reply(database_url, other["assistantMessageId"]))["metadata"]["stale"]
+    # AND the calculator's thread forked too, from its own start
+    [calculator] = await fetch(
+        database_url,
+        "select forked_from from branch where assistant_id = 'calculator' and id = %s",
+        new_branch,
+    )
+    assert str(calculator["forked_from"]) == asked["userMessageId"]
