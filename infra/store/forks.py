@@ -60,7 +60,8 @@ join public.message r
   on r.parent_message_id = u.id and r.role = 'assistant' and r.chat_id = u.chat_id
   and r.assistant_id <> u.assistant_id
 where u.id = %(message_id)s and u.chat_id = %(chat_id)s and u.role = 'user'
-  and coalesce(u.metadata -> 'addressedTo', '[]'::jsonb) ? r.assistant_id
+  and jsonb_typeof(u.metadata -> 'addressedTo') = 'array'
+  and u.metadata -> 'addressedTo' ? r.assistant_id
   and exists (select 1 from public.chat_assistant a
               where a.chat_id = u.chat_id and a.assistant_id = r.assistant_id)
 order by r.assistant_id, coalesce((r.metadata ->> 'stale')::boolean, false), r.created_at desc
