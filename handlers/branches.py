@@ -29,6 +29,7 @@ from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
 from infra.store import branches, forks
 from infra.store.ids import ChatId
+from turns.routing import voices
 from turns.streaming import new_turn, stream_turn
 
 router = APIRouter()
@@ -99,18 +100,16 @@ async def regenerate(
     host: TurnHostDep,
     body: RegenerateRequest | None = None,
 ) -> StreamingResponse:
-    """A new reply to the user message `message_id` names (itself, or the one the reply
-    `message_id` answers), on a new branch from the checkpoint that message's turn began from.
-    Streams as respond does; the new branch becomes the active one."""
+    """A new reply of the assistant to the user message `message_id` names (itself, or the one
+    the assistant's reply `message_id` answers; the assistant may be any of its addressees), on
+    a new branch of the assistant's thread from the checkpoint its replaced turn began from.
+    Streams as respond does; the new branch becomes the assistant's active one."""
     started = time.perf_counter()
     body = body or RegenerateRequest()
     assistant = host.assistants.pick(body.assistant_id)
+    pool = await host.services.pool()
     target = await forks.regenerate_target(
-        await host.services.pool(),
-        user.claims,
-        chat_id=ChatId(chat_id),
-        assistant_id=assistant.id,
-        message_id=message_id,
+        pool, user.claims, chat_id=ChatId(chat_id), assistant_id=assistant.id, message_id=message_id
     )
     turn = new_turn(
         host.services.settings,
@@ -120,6 +119,10 @@ async def regenerate(
         content=target.content,
         user_message_id=target.edit.message_id,
         edit=target.edit,
+        # As the replaced turn did, it hears the chat's other voices from before the message.
+        assistant_names=await voices(
+            pool, host.assistants, chat_id=ChatId(chat_id), user_id=user.id
+        ),
     )
     stream = await stream_turn(turn, body.multitask_strategy, user.claims, host, started=started)
     return event_stream(stream.events, turn=stream.turn)

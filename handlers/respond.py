@@ -11,6 +11,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from agent.assistants import Assistant
 from handlers.deps import CurrentUser, TurnHostDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId
@@ -20,6 +21,7 @@ from infra.store.ids import ChatId, UserId, client_message_id
 from turns.routing import Addressees, NotInChat, TooManyAddressees, addressees
 from turns.start import Strategy
 from turns.streaming import TurnHost, new_turn, stream_turn
+from turns.turn import Turn
 
 router = APIRouter()
 
@@ -36,7 +38,8 @@ class RespondRequest(BaseModel):
     # (turns/routing.py).
     assistant_id: AssistantId = None
     # A user message of this chat and assistant to replace: the turn forks the thread from the
-    # checkpoint that message's turn started from.
+    # checkpoint that message's turn started from, and each further addressee that answered it
+    # answers the edit, forking its own thread from where its reply's turn began.
     edit_of: UUID | None = None
     # While a job of this chat and assistant is active: refuse (409), cancel it, wait, or join
     # it (`steer`: a background job's next round sees the message).
@@ -59,15 +62,15 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
     chat_id = ChatId(body.chat_id)
     route = await _addressees(host, body, chat_id, user.id)
     assistant = route.first
-    edit = None
+    edit, further = None, {}
     if body.edit_of is not None:
-        # Read under RLS first: it names the checkpoint the history comes from.
+        pool = await services.pool()
+        # Read under RLS first: they name the checkpoints the histories come from.
         edit = await forks.edit_target(
-            await services.pool(),
-            user.claims,
-            chat_id=chat_id,
-            assistant_id=assistant.id,
-            message_id=body.edit_of,
+            pool, user.claims, chat_id=chat_id, assistant_id=assistant.id, message_id=body.edit_of
+        )
+        further = await forks.further_edits(
+            pool, user.claims, chat_id=chat_id, message_id=body.edit_of
         )
     user_message_id = (
         client_message_id(chat_id, body.user_message_id)
@@ -84,25 +87,40 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
         edit=edit,
         assistant_names=route.names,
     )
-    # An edit forks the thread of the assistant it edits, and no other.
-    others = [
-        new_turn(
-            settings,
-            other,
-            user_id=user.id,
-            chat_id=chat_id,
-            content=body.content,
-            user_message_id=turn.user_message_id,
-            assistant_names=route.names,
-            owns_message=False,
-        )
-        for other in (route.others if edit is None else [])
-    ]
+    others = _other_turns(host, turn, route, further)
     turn = turn.model_copy(update={"other_replies": {o.assistant_id: o.reply_id for o in others}})
     stream = await stream_turn(
         turn, body.multitask_strategy, user.claims, host, started=started, others=others
     )
     return event_stream(stream.events, turn=stream.turn)
+
+
+def _other_turns(
+    host: TurnHost, turn: Turn, route: Addressees, further: dict[str, forks.Edit]
+) -> list[Turn]:
+    """The turns of the further assistants the message addresses, each in its own thread. An
+    edit is answered by those of the edited message that answered it (`further`: each forks
+    its own thread), as many as a message may address, and not by those its text mentions."""
+    settings = host.services.settings
+    answering: list[tuple[Assistant, forks.Edit | None]] = [(o, None) for o in route.others]
+    if turn.edit is not None:
+        found = [(host.assistants.get(a), e) for a, e in further.items()]
+        answering = [(a, e) for a, e in found if a is not None]
+        answering = answering[: settings.max_assistants_per_message - 1]
+    return [
+        new_turn(
+            settings,
+            other,
+            user_id=turn.user_id,
+            chat_id=turn.chat_id,
+            content=turn.content or "",
+            user_message_id=turn.user_message_id,
+            edit=edit,
+            assistant_names=route.names,
+            owns_message=False,
+        )
+        for other, edit in answering
+    ]
 
 
 async def _addressees(

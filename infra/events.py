@@ -49,6 +49,16 @@ class TurnPayload(TypedDict):
     handedOffAt: NotRequired[float | None]
     assistantNames: NotRequired[dict[str, str]]
     ownsMessage: NotRequired[bool]
+    edit: NotRequired[EditPayload]
+
+
+class EditPayload(TypedDict):
+    """The fork a queued turn makes (infra/store/forks.py `Edit`)."""
+
+    messageId: str  # the user message edited, or answered again
+    baseCheckpointId: str | None
+    forkedFrom: str  # the message the new branch replaces
+    regenerate: bool
 
 
 class CancelData(TypedDict):

@@ -156,7 +156,7 @@ async def load_run(
     answered again), on the checkpoint the replaced turn started from (none when it began the
     thread). A later round (not `opens`) continues the thread's latest checkpoint."""
     memory = InMemorySaver()
-    edit = turn.edit
+    edit = turn.edit if opens else None  # a later round continues the turn's own checkpoints
     known = None
     branch = branches.MAIN_BRANCH
     with telemetry.tracer.start_as_current_span("load history"):
@@ -244,7 +244,8 @@ async def store_run(conn: Conn, run: Run, turn: Turn, *, opened: bool) -> Messag
 
     A run that `opened` the turn also marks the user's message with the checkpoint it began
     from and its branch (a fork opens one and makes it active); the reply's marks are returned
-    for the caller to store: the head checkpoint and the branch (empty for a later round)."""
+    for the caller to store: the head checkpoint, the one the turn began from and the branch
+    (empty for a later round)."""
     head = await copy_new_checkpoints(
         run.memory, durable_saver(conn), turn.thread_id, known=run.known
     )
@@ -263,7 +264,7 @@ async def store_run(conn: Conn, run: Run, turn: Turn, *, opened: bool) -> Messag
         edit=turn.edit,
         marks_message=turn.owns_message,
     )
-    return {"checkpointId": head, "branchId": run.branch}
+    return {"checkpointId": head, "baseCheckpointId": run.known, "branchId": run.branch}
 
 
 def reply_metadata(turn: Turn) -> MessageMetadata:

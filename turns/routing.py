@@ -14,12 +14,13 @@ assistants, if the chat is the user's (if not, storing the message refuses it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent.assistants import Assistant, Assistants
 from agent.mentions import mentioned
 from infra.db import Pool
-from infra.store.assistants import owned_chat_assistants
+from infra.store.assistants import ChatAssistant, owned_chat_assistants
 from infra.store.ids import ChatId, UserId
 
 
@@ -92,5 +93,20 @@ async def addressees(
     if not named:
         default = next((a for a in in_chat if a.is_default), in_chat[0])
         named = [assistants.pick(default.assistant_id)]
-    names = {a.id: a.name for a in assistants} if len(in_chat) > 1 else {}
-    return Addressees(named, names)
+    return Addressees(named, _names(assistants, in_chat))
+
+
+async def voices(
+    pool: Pool, assistants: Assistants, *, chat_id: ChatId, user_id: UserId
+) -> dict[str, str]:
+    """The names a turn in the chat hears the others by (as Addressees.names): empty for a chat
+    with one assistant, or one that is not the user's."""
+    if len(assistants) == 1:
+        return {}
+    async with pool.connection() as conn:
+        in_chat = await owned_chat_assistants(conn, chat_id, user_id, assistants.default.id)
+    return _names(assistants, in_chat or [])
+
+
+def _names(assistants: Assistants, in_chat: Sequence[ChatAssistant]) -> dict[str, str]:
+    return {a.id: a.name for a in assistants} if len(in_chat) > 1 else {}

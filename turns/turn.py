@@ -56,11 +56,13 @@ class Turn(BaseModel):
     # False for a further assistant a message addresses: the user's message is the first
     # addressee's, whose turn marks it with where it began (infra/store/branches.py).
     owns_message: bool = True
+    # The fork the turn opens (an edit, a reply answered again): the background's opening
+    # round of a queued turn forks as the quick path does. Later rounds continue the turn.
+    edit: Edit | None = None
     # Not in the payload. The job's key, which is also its event's id; the quick path's
-    # LangGraph run; the user message an edit replaces.
+    # LangGraph run.
     job_key: str = Field(default="", exclude=True)
     run_id: str = Field(default="", exclude=True)
-    edit: Edit | None = Field(default=None, exclude=True)
     # The further assistants the message addresses and their replies, by assistant id.
     other_replies: dict[str, MessageId] = Field(default_factory=dict, exclude=True)
 
@@ -73,6 +75,7 @@ class Turn(BaseModel):
         default, so a turn of one assistant keeps the shape the previous build reads and writes."""
         unset = {"assistant_names"} if not self.assistant_names else set()
         unset |= {"owns_message"} if self.owns_message else set()
+        unset |= {"edit"} if self.edit is None else set()
         return cast(TurnPayload, self.model_dump(mode="json", by_alias=True, exclude=unset))
 
     def paused_at(self, checkpoint_id: str | None) -> Turn:

@@ -3,13 +3,14 @@ the active branch (what a fork starts from is infra/store/forks.py's; the histor
 branch, infra/store/history.py's).
 
 Every turn records on its user message the checkpoint it started from (`metadata.checkpointId`,
-null for a thread's first turn) and on its reply the checkpoint it ended at, both with the
-branch they are on (`metadata.branchId`, `main` until a fork). Two things fork the thread: an
-edit of a user message, and a regenerated reply. Either runs a new turn from the checkpoint the
-replaced turn began from; LangGraph stores the new checkpoints beside the old ones, and the new
-branch (named after its first message: the edited message's replacement, or the new reply) is
-recorded in `public.branch` with the message it replaces (`forked_from`) and its head, the
-newest checkpoint a turn on it stored.
+null for a thread's first turn; a further addressee's turn leaves the message to the first's)
+and on its reply the checkpoint it ended at and the one it started from (`baseCheckpointId`),
+all with the branch they are on (`metadata.branchId`, `main` until a fork). Two things fork the
+thread: an edit of a user message, and a regenerated reply. Either runs a new turn from the
+checkpoint the replaced turn began from; LangGraph stores the new checkpoints beside the old
+ones, and the new branch (named after its first message: the edited message's replacement, or
+the new reply) is recorded in `public.branch` with the message it replaces (`forked_from`) and
+its head, the newest checkpoint a turn on it stored.
 
 A branch's messages, from the root to its head, are its own and, before the message it replaces,
 those of the branch that message is on, and so on up to `main`. One branch per chat and

@@ -33,6 +33,9 @@ class MessageMetadata(TypedDict, total=False):
     # The checkpoint a user message's turn started from (null: the thread's first turn); on a
     # reply, the one it ended at (infra/store/branches.py).
     checkpointId: str | None
+    # On a reply, the checkpoint its turn began from in its assistant's thread (null: the
+    # thread's first turn): what answering it again forks, for any addressee (forks.py).
+    baseCheckpointId: str | None
     branchId: str
     stale: bool  # on a branch an edit left
     snapshot: SnapshotMetadata  # the agent's status and tool progress, for subscribers

@@ -4,7 +4,8 @@ A message sent with `multitaskStrategy: enqueue` while a background job runs wai
 background runs its whole turn when that job ends: its first step (`model-round-opening`) begins
 the turn. A step runs again when its output is lost, and a whole job runs again when the
 process that ran it died; either way, the turn's calls are its own, not those of a turn that
-was canceled, and they are answered by running them.
+was canceled, and they are answered by running them. An enqueued edit forks, as it would on the
+quick path, when its turn runs.
 """
 
 from __future__ import annotations
@@ -120,3 +121,30 @@ async def test_a_replay_of_a_failed_enqueued_turn_uses_the_results_of_its_calls(
     assert await fetch(database_url, "select * from handoff.tool_results order by created_at") == (
         ran
     )
+
+
+async def test_an_enqueued_edit_forks_when_its_turn_runs(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with running_stack(database_url) as stack:
+        # GIVEN a message answered, then a background job running a tool
+        asked = await stack.respond(token, message(chat_id, "first", "reject"))
+        first_id = asked[0][1]["userMessageId"]
+        busy = await stack.respond(token, message(chat_id, "/sleep 0.3", "reject"))
+        assert busy[-1][0] == "handoff"
+        # WHEN the first message is edited with `enqueue` meanwhile
+        edit = {**message(chat_id, "first, edited", "enqueue"), "editOf": first_id}
+        queued = await stack.respond(token, edit)
+        assert queued[-1][1]["status"] == "queued"
+        await stack.executor.wait_idle()
+    # THEN its turn, run whole in the background, forks the thread where the edited one began
+    # (its first turn: an empty thread), on a new branch that replaces it, now active
+    edited_id = queued[0][1]["userMessageId"]
+    [edited] = await fetch(database_url, "select * from message where id = %s", edited_id)
+    assert (edited["metadata"]["editOf"], edited["metadata"]["branchId"]) == (first_id, edited_id)
+    [answer] = await fetch(database_url, COMPLETED_SQL, queued[-1][1]["assistantMessageId"])
+    assert answer["content"] == 'You said: "first, edited"'
+    thread = await durable_messages(database_url, chat_id)
+    assert [m.content for m in thread if isinstance(m, HumanMessage)] == ["first, edited"]
+    [branch] = await fetch(database_url, "select branch_id from active_branch")
+    assert branch["branch_id"] == edited_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
 from turns.turn import Turn
 
@@ -64,6 +65,23 @@ def test_a_waiting_turn_names_its_message_and_carries_none_of_its_text() -> None
     assert (stored.user_message_id, stored.content) == (turn.user_message_id, None)
     assert turn.content is not None
     assert turn.content not in json.dumps(data)
+
+
+def test_a_waiting_fork_carries_where_it_forks_from_for_the_background() -> None:
+    # GIVEN a further addressee's turn that answers an edit, forking its thread
+    edit = Edit(MessageId(uuid.uuid4()), "1f0-start", MessageId(uuid.uuid4()))
+    turn = quick_turn().model_copy(update={"edit": edit, "owns_message": False})
+
+    data = turn.waiting().to_data()
+
+    # THEN its payload names the fork in the payload's camelCase, and reads back the same
+    assert data["edit"] == {
+        "messageId": str(edit.message_id),
+        "baseCheckpointId": "1f0-start",
+        "forkedFrom": str(edit.forked_from),
+        "regenerate": False,
+    }
+    assert Turn.model_validate(data).edit == edit
 
 
 def test_a_job_stored_before_turns_carried_their_message_still_reads() -> None:
