@@ -1,4 +1,5 @@
-"""`handoff dev`, `handoff chat`, `handoff migrate`, `handoff usage` and `handoff package`.
+"""`handoff dev`, `handoff chat`, `handoff migrate`, `handoff usage`, `handoff prune` and
+`handoff package`.
 
 Each command imports what it runs when it runs: `handoff chat` starts in a fraction of the
 time the whole app takes to import.
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from devkit.lambda_package import Artefact
     from infra.settings import ModelPrice
+    from infra.store.retention import Pruned
     from infra.store.usage import Tally, UserModelTally
 
 # The checkout: `handoff package` reads its uv.lock and copies its packages.
@@ -46,6 +48,13 @@ def command_line() -> argparse.ArgumentParser:
     usage.add_argument(
         "--days", type=positive, help="today (UTC) and the N - 1 days before (default: all time)"
     )
+    prune = commands.add_parser(
+        "prune",
+        help="delete the checkpoints and tool results no branch, message or unfinished job can"
+        " still need, from DATABASE_URL",
+    )
+    prune.add_argument("--days", type=positive, help="older than N days (default: RETENTION_DAYS)")
+    prune.add_argument("--dry-run", action="store_true", help="count what would go, delete nothing")
     chat = commands.add_parser("chat", help="send a message to a running `handoff dev`")
     chat.add_argument("message")
     chat.add_argument("--chat", type=uuid.UUID, help="chat id (default: the demo chat)")
@@ -107,6 +116,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         since = days_since(args.days, datetime.now(UTC)) if args.days else None
         rows = asyncio.run(read_usage(settings.database_url, args.user, since))
         print(usage_table(rows, settings.model_prices))
+        return
+    if args.command == "prune":
+        settings = Settings()
+        if not settings.database_url:
+            parser.error("DATABASE_URL is not set")
+        days = args.days or settings.retention_days
+        if days is None:
+            parser.error("RETENTION_DAYS is not set: pass --days N")
+        before = datetime.now(UTC) - timedelta(days=days)
+        pruned = asyncio.run(prune_threads(settings.database_url, before, args.dry_run))
+        print(pruned_text(pruned, dry_run=args.dry_run))
         return
     try:
         sys.exit(run_dev(args.host, args.port, args.data_dir))
@@ -189,6 +209,24 @@ async def read_usage(
 
     async with await connect(database_url) as conn:
         return await usage.by_user(conn, user_id=user_id, since=since)
+
+
+async def prune_threads(database_url: str, before: datetime, dry_run: bool) -> Pruned:
+    """Prune (or count) what no thread can still need from before `before`, as the service."""
+    from infra.db import connect
+    from infra.store import retention
+
+    async with await connect(database_url) as conn:
+        return await retention.prune(conn, before, dry_run=dry_run)
+
+
+def pruned_text(pruned: Pruned, *, dry_run: bool) -> str:
+    """The rows pruned, by table, in one line."""
+    verb = "would delete" if dry_run else "deleted"
+    return (
+        f"{verb} {pruned.checkpoints:,} checkpoint(s), {pruned.blobs:,} blob(s),"
+        f" {pruned.writes:,} pending write(s), {pruned.tool_results:,} tool result(s)"
+    )
 
 
 USAGE_COLUMNS = (

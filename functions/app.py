@@ -16,6 +16,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from agent.assistants import Assistants
 from functions.erasure import create_erasure
 from functions.outbox_relay import create_outbox_relay
+from functions.retention import create_retention
 from functions.tool_handoff import create_tool_handoff
 from infra import telemetry
 from infra.events import create_inngest_client
@@ -50,6 +51,7 @@ def serve_functions(
         create_tool_handoff(client, services, assistants),
         create_outbox_relay(client, services),
         create_erasure(client, services),
+        create_retention(client, services),
     ]
     # An unsigned PUT would sync the app at a URL taken from its Host header: only signed
     # syncs (the Inngest dashboard, its deploy integrations) may register the app.

@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     # Tool outputs past their bound (256 KB at most) go to this S3 bucket; without one they are
     # cut short (infra/large_outputs.py).
     large_output_bucket: str | None = None
+    # Checkpoints and tool results no branch, message or unfinished job can still need are
+    # deleted once older than this many days (infra/store/retention.py); unset: all are kept.
+    retention_days: int | None = Field(default=None, gt=0)
 
     max_content_chars: int = Field(default=16_000, gt=0)
     max_body_bytes: int = Field(default=64_000, gt=0)
