@@ -5,12 +5,18 @@ buffered request/response. Lifespan is off: Mangum would run startup and shutdow
 invocation and close the database pool each time; the pool lives as long as the container.
 """
 
-from mangum import Mangum
+from infra.deferred_imports import defer_package_bodies
 
-from functions.app import create_inngest_app
-from infra.logs import configure_logging
-from infra.secrets import load_settings
-from infra.telemetry import setup_telemetry
+# Before anything imports LangGraph or LangChain: their dependencies' heavy package bodies wait
+# until used, which the background job never does.
+defer_package_bodies()
+
+from mangum import Mangum  # noqa: E402
+
+from functions.app import create_inngest_app  # noqa: E402
+from infra.logs import configure_logging  # noqa: E402
+from infra.secrets import load_settings  # noqa: E402
+from infra.telemetry import setup_telemetry  # noqa: E402
 
 configure_logging()
 setup_telemetry()  # OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT is set; else nothing

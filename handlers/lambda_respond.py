@@ -4,10 +4,16 @@ Mangum would buffer the whole SSE body; the adapter streams it to a Function URL
 RESPONSE_STREAM mode. Only the quick path is imported: a cold start pays for every module.
 """
 
-from handlers.app import create_app
-from infra.logs import configure_logging
-from infra.secrets import load_settings
-from infra.telemetry import setup_telemetry
+from infra.deferred_imports import defer_package_bodies
+
+# Before anything imports LangGraph or LangChain: their dependencies' heavy package bodies wait
+# until used, which the quick path never does.
+defer_package_bodies()
+
+from handlers.app import create_app  # noqa: E402
+from infra.logs import configure_logging  # noqa: E402
+from infra.secrets import load_settings  # noqa: E402
+from infra.telemetry import setup_telemetry  # noqa: E402
 
 configure_logging()
 setup_telemetry()  # OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT is set; else nothing
