@@ -35,6 +35,9 @@ ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 # Postgres directly and verify tokens with PyJWT. (The `dev` group, embedded Postgres included,
 # is never exported.)
 DEV_ONLY = ("supabase",)
+# What Lambda's Python runtime provides itself, and an artefact need not carry: SnapStart's
+# hook registry (functions/lambda_inngest.py).
+RUNTIME_PROVIDED = frozenset({"snapshot_restore_py"})
 
 
 @dataclass(frozen=True)
@@ -180,7 +183,7 @@ def _export_flags(spec: ArtefactSpec, extras: tuple[str, ...]) -> list[str]:
 
 def _check_imports(root: Path, staging: Path, spec: ArtefactSpec) -> None:
     # A package of ours left out of the artefact counts as missing too.
-    needed = third_party_imports(root, spec.entry_module, spec.packages)
+    needed = third_party_imports(root, spec.entry_module, spec.packages) - RUNTIME_PROVIDED
     missing = missing_from(staging, needed)
     if missing:
         raise PackagingError(

@@ -83,9 +83,31 @@ def deploy_offline(workdir: Path) -> Deployment:
     service.mkdir()
     shutil.copy(ROOT / "serverless.yml", service / "serverless.yml")
     artefacts = build_artefacts(ROOT, service / "dist", uv=uv_binary())
-    out = workdir / "package"
+    template_path = osls_package(command, service, workdir / "package")
+    return Deployment(
+        artefacts={artefact.name: artefact for artefact in artefacts},
+        template=json.loads(template_path.read_text()),
+        template_path=template_path,
+    )
+
+
+def osls_package(
+    command: list[str], service: Path, out: Path, params: tuple[str, ...] = ()
+) -> Path:
+    """The template `osls package` makes of the service (its zips in dist/), with `params`
+    (`name=value`) given as `--param`."""
     result = subprocess.run(  # noqa: S603
-        [*command, "package", "--stage", STAGE, "--region", REGION, "--package", str(out)],
+        [
+            *command,
+            "package",
+            "--stage",
+            STAGE,
+            "--region",
+            REGION,
+            "--package",
+            str(out),
+            *(f"--param={param}" for param in params),
+        ],
         cwd=service,
         env=offline_env(),
         capture_output=True,
@@ -94,12 +116,7 @@ def deploy_offline(workdir: Path) -> Deployment:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    template_path = out / TEMPLATE
-    return Deployment(
-        artefacts={artefact.name: artefact for artefact in artefacts},
-        template=json.loads(template_path.read_text()),
-        template_path=template_path,
-    )
+    return out / TEMPLATE
 
 
 def cfn_lint(template: Path) -> subprocess.CompletedProcess[str]:
