@@ -21,7 +21,7 @@ import time
 import uuid
 import zipfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import httpx
@@ -225,11 +225,23 @@ APP_BACKENDS = (
     "select coalesce(array_agg(pid), '{}') as pids from pg_stat_activity"
     " where datname = current_database() and pid <> pg_backend_pid()"
 )
+BACKEND_EXIT_S = 5
 
 
 async def backends(database_url: str) -> set[int]:
     [row] = await fetch(database_url, APP_BACKENDS)
     return set(row["pids"])
+
+
+async def backends_once_settled(database_url: str) -> set[int]:
+    """The app's backends, once those it closed have gone: a backend leaves pg_stat_activity
+    as its process exits, a moment after the client said goodbye."""
+    with suppress(TimeoutError):
+        async with asyncio.timeout(BACKEND_EXIT_S):
+            # Polls: a backend's exit signals nothing to another connection.
+            while await backends(database_url):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+    return await backends(database_url)
 
 
 async def answer_in_full(server: str, chat_id: uuid.UUID, user_id: uuid.UUID) -> list[str]:
@@ -268,7 +280,7 @@ async def test_the_respond_artefact_snapshots_without_connections_and_restores_w
 
         # WHEN the adapter calls the hooks in their order: before the snapshot, after a restore
         checkpoint = await post(server + HOOKS["AWS_LWA_SNAPSTART_BEFORE_CHECKPOINT_PATH"])
-        at_snapshot = await backends(database_url)
+        at_snapshot = await backends_once_settled(database_url)
         restore = await post(server + HOOKS["AWS_LWA_SNAPSTART_AFTER_RESTORE_PATH"])
 
         # THEN the snapshot holds no connection, and the next request makes its own
@@ -297,7 +309,7 @@ async def test_the_inngest_artefact_runs_its_hooks_as_lambdas_python_runtime_doe
     event = signed_now(SIGNING_KEY)
     script = textwrap.dedent(
         """
-        import json, sys
+        import json, sys, time
         import psycopg
         from snapshot_restore_py import get_after_restore, get_before_snapshot
         from functions.lambda_inngest import handler
@@ -306,6 +318,13 @@ async def test_the_inngest_artefact_runs_its_hooks_as_lambdas_python_runtime_doe
             with psycopg.connect(sys.argv[1]) as conn:
                 rows = conn.execute(sys.argv[2]).fetchall()
             return sorted(rows[0][0])
+
+        def backends_once_settled():
+            # A closed connection's backend leaves a moment after it was told goodbye.
+            deadline = time.monotonic() + 5
+            while (pids := backends()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return pids
 
         def step():
             return handler(json.loads(sys.argv[3]), None)["statusCode"]
@@ -317,7 +336,7 @@ async def test_the_inngest_artefact_runs_its_hooks_as_lambdas_python_runtime_doe
         while hooks:
             func, args, kwargs = hooks.pop()
             func(*args, **kwargs)
-        at_snapshot = backends()
+        at_snapshot = backends_once_settled()
         for func, args, kwargs in get_after_restore():
             func(*args, **kwargs)
         second, after = step(), backends()
