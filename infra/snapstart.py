@@ -10,6 +10,7 @@ entries run these from their hooks (handlers/snapstart.py, functions/lambda_inng
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 
@@ -19,17 +20,21 @@ from infra.settings import Settings
 
 logger = logging.getLogger(__name__)
 
+# How long the warm-up waits for the database, well within the adapter's 60 s for the hook.
+WARM_UP_S = 5
+
 
 async def before_snapshot(services: Services) -> None:
     """Warm what the first request would open, then close it: a connection is made and used
     once (psycopg's connection, TLS and pool code all loaded), and none is left open.
 
-    Best effort: a database that does not answer while the version is published costs the
-    first request that warm-up, not the deploy."""
+    Best effort: a database that does not answer within WARM_UP_S while the version is
+    published costs the first request that warm-up, not the deploy."""
     try:
-        pool = await services.pool()
-        async with pool.connection() as conn:
-            await conn.execute("select 1")
+        async with asyncio.timeout(WARM_UP_S):
+            pool = await services.pool()
+            async with pool.connection() as conn:
+                await conn.execute("select 1")
     except Exception:
         logger.warning("database not warmed before the snapshot", exc_info=True)
     await services.close_connections()
