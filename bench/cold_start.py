@@ -1,17 +1,21 @@
-"""Import time of the Lambda entry modules against importing every runtime dependency.
+"""Import time of the Lambda entry modules against importing every runtime dependency, and
+the first token of a cold respond process against a warm one.
 
-    python3 -m uv run python -m bench.cold_start --runs 7
+    python3 -m uv run python -m bench.cold_start --runs 7 --first-token-runs 3
 
 Measured in `.bench/runtime`, a virtualenv with the runtime dependencies only (as in the Lambda
 artefacts), made on first use: development tools change what imports (httpx loads its command
 line, with rich and pygments, when they are installed). Each figure is the median over fresh
 interpreters of the total `python -X importtime` reports (every module's own import time,
-summed), and the interpreter's wall time.
+summed), and the interpreter's wall time. The first-token figures come from the built respond
+artefact, started as the Lambda Web Adapter starts it (bench/cold_first_token.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
 import os
 import re
 import shutil
@@ -92,15 +96,30 @@ def measure(python: Path, code: str) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument(
+        "--first-token-runs", type=int, default=3, help="cold respond processes (0: none)"
+    )
     args = parser.parse_args()
+    print_import_times(args.runs)
+    if args.first_token_runs:
+        logging.basicConfig(level=logging.CRITICAL)
+        # Imported here: the import figures above need none of the stack's modules.
+        from bench import cold_first_token
+
+        figures = asyncio.run(cold_first_token.measure(args.first_token_runs))
+        print()
+        print(cold_first_token.render(figures, args.first_token_runs))
+
+
+def print_import_times(runs: int) -> None:
     python = runtime_python()
     results: dict[str, list[tuple[float, float]]] = {name: [] for name in CASES}
     # Interleaved, so a burst of noise on the machine hits every case alike.
-    for _ in range(args.runs):
+    for _ in range(runs):
         for name, code in CASES.items():
             results[name].append(measure(python, code))
     baseline = statistics.median(t for t, _ in results["every runtime dependency"])
-    print(f"| imports (median of {args.runs}) | importtime total ms | wall ms | vs every dep |")
+    print(f"| imports (median of {runs}) | importtime total ms | wall ms | vs every dep |")
     print("|---|---:|---:|---:|")
     for name, figures in results.items():
         total = statistics.median(t for t, _ in figures)

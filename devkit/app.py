@@ -20,7 +20,9 @@ def create_dev_app(settings: Settings, *, assistants: Assistants | None = None) 
     # as they reach the inngest Lambda, which has no public body limit.
     app = create_app(settings, assistants=assistants, unlimited_paths=frozenset({INNGEST_PATH}))
     state = app.state
-    state.inngest_functions = serve_functions(app, state.events, state.services, state.assistants)
+    # The same client the routes send with, so that the functions and the routes agree.
+    client = state.events.client()
+    state.inngest_functions = serve_functions(app, client, state.services, state.assistants)
     # Supabase Realtime's websocket, for supabase-js and supabase-py (devkit/realtime/).
     install_realtime(app)
     return app

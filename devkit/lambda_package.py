@@ -36,6 +36,9 @@ ZIP_EPOCH = (1980, 1, 1, 0, 0, 0)
 # Postgres directly and verify tokens with PyJWT. (The `dev` group, embedded Postgres included,
 # is never exported.)
 DEV_ONLY = ("supabase",)
+# What Lambda's Python runtime provides itself, and an artefact need not carry: SnapStart's
+# hook registry (functions/lambda_inngest.py).
+RUNTIME_PROVIDED = frozenset({"snapshot_restore_py"})
 
 
 @dataclass(frozen=True)
@@ -199,7 +202,11 @@ def check_imports(
     """Unless `site` holds every third-party module that importing `entries` runs (from
     `sources`, our packages and the assistants' code), PackagingError, naming each one left
     out and the modules that import it."""
-    needed = third_party_imports(sources, entries)
+    needed = {
+        name: importers
+        for name, importers in third_party_imports(sources, entries).items()
+        if name not in RUNTIME_PROVIDED
+    }
     missing = missing_from(site, set(needed))
     if missing:
         what = "; ".join(

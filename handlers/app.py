@@ -18,7 +18,7 @@ from handlers.deps import known_query_only, provide
 from handlers.errors import install_error_handlers
 from handlers.limits import BodySizeLimit
 from handlers.shutdown import AnswerWhileStopping, settle_turns
-from infra.events import create_inngest_client
+from infra.events import LazyEventClient
 from infra.runtime import Services
 from infra.settings import Settings
 from turns.assistants import checked, load_checked
@@ -66,7 +66,7 @@ def create_app(
         app,
         services=services,
         authenticator=Authenticator(settings),
-        events=create_inngest_client(settings),
+        events=LazyEventClient(settings),
         assistants=assistants,
         turns=turns,
     )

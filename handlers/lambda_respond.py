@@ -1,14 +1,25 @@
 """Lambda entry for `respond`: uvicorn serves this app behind the Lambda Web Adapter (run.sh).
 
 Mangum would buffer the whole SSE body; the adapter streams it to a Function URL in
-RESPONSE_STREAM mode. Only the quick path is imported: a cold start pays for every module.
+RESPONSE_STREAM mode. Only the quick path is imported: a cold start pays for every module. With
+SnapStart (serverless.yml) the adapter calls the hooks handlers/snapstart.py serves.
 """
 
-from handlers.app import create_app
-from infra.logs import configure_logging
-from infra.secrets import load_settings
-from infra.telemetry import setup_telemetry
+from infra.deferred_imports import defer_package_bodies
+
+# Before anything imports LangGraph or LangChain: their dependencies' heavy package bodies wait
+# until used, which the quick path never does.
+defer_package_bodies()
+
+import os  # noqa: E402
+
+from handlers.app import create_app  # noqa: E402
+from handlers.snapstart import install_snapstart_hooks  # noqa: E402
+from infra.logs import configure_logging  # noqa: E402
+from infra.secrets import load_settings  # noqa: E402
+from infra.telemetry import setup_telemetry  # noqa: E402
 
 configure_logging()
 setup_telemetry()  # OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT is set; else nothing
 app = create_app(load_settings(), docs=False)
+install_snapstart_hooks(app, os.environ)

