@@ -64,6 +64,8 @@ ACME_SOURCES = {
         "from agent.assistants import Assistant\n"
         "from acme_agents.tools import stock_level\n"
         "ASSISTANTS = [\n"
+        # The default answers offline, for the tests that run a turn in the artefact.
+        "    Assistant(id='notes', name='Notes', model='scripted'),\n"
         "    Assistant(id='stock', name='Stock', model='openai:gpt-4o-mini',"
         " tools=[stock_level]),\n"
         "]\n"
@@ -271,6 +273,7 @@ def test_each_artefact_loads_the_users_assistants_with_their_model(
     )
     result = run_in_task(tasks[artefact], bare_python, script)
     assert result.stdout.splitlines() == [
+        "notes scripted",
         "stock openai:gpt-4o-mini stock_level",
         str(tasks[artefact] / "acme_agents" / "__init__.py"),
     ]
