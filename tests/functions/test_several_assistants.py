@@ -6,6 +6,8 @@ tool calls: through the scripted model and through both provider packages."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -15,7 +17,14 @@ from demo.assistants import ASSISTANTS as DEMO
 from demo.tools import calc
 from tests.api import ok
 from tests.fake_providers import Reply, ToolCall, serve_fake_providers
-from tests.support import create_user_with_chat, durable_messages, fetch, running_stack, token_for
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    durable_messages,
+    fetch,
+    running_stack,
+    token_for,
+)
 
 # Inngest's latency before each call of /api/inngest (docs/checks.md).
 CALL_DELAY_S = 0.05
@@ -25,13 +34,20 @@ def message(chat_id: uuid.UUID, content: str, **extra: Any) -> dict[str, Any]:
     return {"chatId": str(chat_id), "content": content, **extra}
 
 
-async def test_two_mentions_get_two_replies_in_mention_order(database_url: str) -> None:
+@asynccontextmanager
+async def helper_and_calculator(database_url: str) -> AsyncIterator[tuple[Stack, str, uuid.UUID]]:
+    """A running stack whose executor answers with Inngest's latency, and a user's chat with the
+    demo's helper (its default) and calculator: (the stack, the user's token, the chat)."""
     user_id, chat_id = await create_user_with_chat(
         database_url, assistants=["default", "calculator"]
     )
-    token = token_for(user_id)
     async with running_stack(database_url) as stack:
         stack.executor.call_delay_s = CALL_DELAY_S
+        yield stack, token_for(user_id), chat_id
+
+
+async def test_two_mentions_get_two_replies_in_mention_order(database_url: str) -> None:
+    async with helper_and_calculator(database_url) as (stack, token, chat_id):
         # GIVEN the helper (the chat's default) answered once already
         await stack.respond(token, message(chat_id, "@helper first"))
         # WHEN a message mentions the calculator, then the helper
@@ -93,12 +109,7 @@ async def test_two_mentions_get_two_replies_in_mention_order(database_url: str) 
 async def test_a_further_addressee_whose_slot_is_taken_refuses_the_whole_message(
     database_url: str,
 ) -> None:
-    user_id, chat_id = await create_user_with_chat(
-        database_url, assistants=["default", "calculator"]
-    )
-    token = token_for(user_id)
-    async with running_stack(database_url) as stack:
-        stack.executor.call_delay_s = CALL_DELAY_S
+    async with helper_and_calculator(database_url) as (stack, token, chat_id):
         # GIVEN the helper is busy in the background
         busy = await stack.respond(token, message(chat_id, "@helper\n/sleep 1"))
         assert busy[-1][0] == "handoff"
@@ -124,12 +135,7 @@ async def test_a_further_addressee_whose_slot_is_taken_refuses_the_whole_message
 async def test_an_assistant_hears_the_others_replies_by_name_and_none_of_their_tools(
     database_url: str,
 ) -> None:
-    user_id, chat_id = await create_user_with_chat(
-        database_url, assistants=["default", "calculator"]
-    )
-    token = token_for(user_id)
-    async with running_stack(database_url) as stack:
-        stack.executor.call_delay_s = CALL_DELAY_S
+    async with helper_and_calculator(database_url) as (stack, token, chat_id):
         # GIVEN the calculator answered with a tool, in the background
         asked = "@calculator\n/calc 6*7"
         events = await stack.respond(token, message(chat_id, asked))

@@ -11,21 +11,12 @@ from typing import Any
 from langchain_core.messages import HumanMessage, ToolMessage
 
 from tests.api import ok
+from tests.functions.test_several_assistants import helper_and_calculator, message
 from tests.support import (
-    create_user_with_chat,
     durable_messages,
     execute,
     fetch,
-    running_stack,
-    token_for,
 )
-
-# Inngest's latency before each call of /api/inngest (docs/checks.md).
-CALL_DELAY_S = 0.05
-
-
-def message(chat_id: uuid.UUID, content: str, **extra: Any) -> dict[str, Any]:
-    return {"chatId": str(chat_id), "content": content, **extra}
 
 
 async def reply(database_url: str, reply_id: str) -> dict[str, Any]:
@@ -36,12 +27,7 @@ async def reply(database_url: str, reply_id: str) -> dict[str, Any]:
 async def test_a_further_addressees_reply_is_regenerated_on_a_branch_of_its_own_thread(
     database_url: str,
 ) -> None:
-    user_id, chat_id = await create_user_with_chat(
-        database_url, assistants=["default", "calculator"]
-    )
-    token = token_for(user_id)
-    async with running_stack(database_url) as stack:
-        stack.executor.call_delay_s = CALL_DELAY_S
+    async with helper_and_calculator(database_url) as (stack, token, chat_id):
         # GIVEN the helper answered once, the calculator once, then both one message (the
         # calculator first, on the quick path; the helper in the background)
         await stack.respond(token, message(chat_id, "@helper first"))
@@ -123,12 +109,7 @@ async def test_a_further_addressees_reply_is_regenerated_on_a_branch_of_its_own_
 async def test_a_reply_naming_a_checkpoint_of_another_thread_is_not_regenerated(
     database_url: str,
 ) -> None:
-    user_id, chat_id = await create_user_with_chat(
-        database_url, assistants=["default", "calculator"]
-    )
-    token = token_for(user_id)
-    async with running_stack(database_url) as stack:
-        stack.executor.call_delay_s = CALL_DELAY_S
+    async with helper_and_calculator(database_url) as (stack, token, chat_id):
         # GIVEN a message to both, answered by both
         await stack.respond(token, message(chat_id, "@calculator warm up"))
         both = await stack.respond(token, message(chat_id, "@calculator @helper hello"))
@@ -165,12 +146,7 @@ async def test_a_reply_naming_a_checkpoint_of_another_thread_is_not_regenerated(
 async def test_an_edit_is_answered_by_every_addressee_each_forking_its_own_thread(
     database_url: str,
 ) -> None:
-    user_id, chat_id = await create_user_with_chat(
-        database_url, assistants=["default", "calculator"]
-    )
-    token = token_for(user_id)
-    async with running_stack(database_url) as stack:
-        stack.executor.call_delay_s = CALL_DELAY_S
+    async with helper_and_calculator(database_url) as (stack, token, chat_id):
         # GIVEN the helper answered once, then both answered one message
         await stack.respond(token, message(chat_id, "@helper first"))
         both = await stack.respond(token, message(chat_id, "@calculator @helper hello"))
