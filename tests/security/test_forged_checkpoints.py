@@ -1,4 +1,6 @@
-"""A forged `metadata.checkpointId` on a user's own message: answering it again, or editing it.
+"""A forged checkpoint in a user's own messages' metadata (the user message's `checkpointId`,
+where an edit forks from, and its reply's `baseCheckpointId`, where answering it again does):
+answering it again, or editing it.
 
 Users may write their own message rows through Supabase's Data API (RLS lets them), so the
 checkpoint a message names is the user's word, not ours. A fork from it must never read
@@ -31,18 +33,20 @@ select json_build_object(
 """
 # As the Data API runs a user's PATCH on their own message: their claims, role authenticated.
 FORGE_SQL = """
-update public.message set metadata = jsonb_set(metadata, '{checkpointId}', %s)
+update public.message set metadata = jsonb_set(metadata, array[%s], %s)
 where id = %s
 """
 FORGERIES = ["foreign", "garbage", "not-a-string"]
 
 
-async def forge(database_url: str, user_id: uuid.UUID, message_id: str, value: Any) -> None:
+async def forge(
+    database_url: str, user_id: uuid.UUID, message_id: str, key: str, value: Any
+) -> None:
     async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
         claims = json.dumps({"sub": str(user_id), "role": "authenticated"})
         await conn.execute("select set_config('request.jwt.claims', %s, true)", (claims,))
         await conn.execute("set local role authenticated")
-        updated = await conn.execute(FORGE_SQL, (Jsonb(value), message_id))
+        updated = await conn.execute(FORGE_SQL, (key, Jsonb(value), message_id))
         assert updated.rowcount == 1, "RLS let the owner write their message"
 
 
@@ -55,8 +59,9 @@ async def say(stack: Api, token: str, chat_id: uuid.UUID, content: str) -> dict[
 async def forged_turn(
     database_url: str, stack: Api, forgery: str
 ) -> tuple[uuid.UUID, uuid.UUID, str]:
-    """GIVEN a victim's turn in their chat, and a user whose second message names, in place of
-    its own checkpoint, `forgery`: the victim's checkpoint, garbage, or not a string at all.
+    """GIVEN a victim's turn in their chat, and a user whose second message and its reply name,
+    in place of their own checkpoints, `forgery`: the victim's checkpoint, garbage, or not a
+    string at all.
     The user, their chat, and that message's id."""
     victim, victim_chat = await create_user_with_chat(database_url)
     await say(stack, token_for(victim), victim_chat, "the victim's private words")
@@ -74,7 +79,8 @@ async def forged_turn(
         "garbage": "1f0-not-a-checkpoint",
         "not-a-string": {"checkpoint_id": reply["checkpoint"]},
     }[forgery]
-    await forge(database_url, user_id, second["userMessageId"], value)
+    await forge(database_url, user_id, second["userMessageId"], "checkpointId", value)
+    await forge(database_url, user_id, second["assistantMessageId"], "baseCheckpointId", value)
     return user_id, chat_id, second["userMessageId"]
 
 
