@@ -1,4 +1,4 @@
-"""GET and POST /api/chats: the caller's chats, and a new one."""
+"""The caller's chats: list, create and delete them, and delete one message of a chat."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
@@ -16,6 +16,7 @@ from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
 from handlers.fields import NO_NUL, AssistantIdField
 from infra.store import assistants as chat_assistants
 from infra.store import chats, limits
+from infra.store.ids import ChatId
 
 router = APIRouter()
 
@@ -97,3 +98,26 @@ async def create_chat(
         if chosen is not None:
             await chat_assistants.set_chat_assistants(conn, row.id, *chosen)
     return chat_of(row)
+
+
+@router.delete(
+    "/api/chats/{chat_id}", status_code=204, response_class=Response, responses=ERROR_RESPONSES
+)
+async def delete_chat(chat_id: UUID, user: CurrentUser, services: ServicesDep) -> None:
+    """Delete the caller's chat: every copy of what it held is erased (its threads, tool
+    results and their stored outputs, drafts), and a turn still running in it stops."""
+    await chats.delete_chat(await services.pool(), user.claims, ChatId(chat_id))
+
+
+@router.delete(
+    "/api/chat/{chat_id}/messages/{message_id}",
+    status_code=204,
+    response_class=Response,
+    responses=ERROR_RESPONSES,
+)
+async def delete_message(
+    chat_id: UUID, message_id: UUID, user: CurrentUser, services: ServicesDep
+) -> None:
+    """Delete one message of the caller's chat: its text is erased everywhere, and its
+    assistant's thread is cut at it (docs/reliability.md)."""
+    await chats.delete_message(await services.pool(), user.claims, ChatId(chat_id), message_id)

@@ -20,7 +20,7 @@ from infra.store.admission import DuplicateMessage
 from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
 from infra.store.assistants import AssistantNotInChat, LastAssistant
 from infra.store.branches import BranchNotFound
-from infra.store.chats import ChatNotFound, UnknownUser
+from infra.store.chats import ChatNotFound, MessageNotFound, UnknownUser
 from infra.store.forks import CheckpointNotFound, EditTargetNotFound, NotEditable
 from infra.store.jobs import JobAlreadyActive
 from infra.store.limits import (
@@ -89,6 +89,7 @@ ERRORS: dict[type[Exception], ApiError] = {
     DuplicateMessage: ApiError(409, "duplicate_message", "This message was already sent."),
     ApprovalNotFound: ApiError(404, "approval_not_found", "No tool call is waiting for this."),
     EditTargetNotFound: ApiError(404, "message_not_found", "No such message of yours to edit."),
+    MessageNotFound: ApiError(404, "message_not_found", "No such message in this chat."),
     BranchNotFound: ApiError(404, "branch_not_found", "No such branch in this chat."),
     NotEditable: ApiError(
         409, "message_not_editable", "This message was sent before edits were possible."

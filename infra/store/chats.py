@@ -1,10 +1,11 @@
-"""A user's chats: read under their RLS (what supabase-js does on Supabase), created by the
-service."""
+"""A user's chats: read and deleted under their RLS (what supabase-js does on Supabase), created
+by the service."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from uuid import UUID
 
 from psycopg import errors
 
@@ -27,6 +28,10 @@ values (coalesce(%s, gen_random_uuid()), %s, %s)
 on conflict (id) do nothing
 returning id, title, created_at, updated_at
 """
+# Under the user's RLS, as a Supabase client deletes through the Data API: the database's
+# triggers erase every copy of what goes (migration 0019; docs/reliability.md).
+DELETE_CHAT_SQL = "delete from public.chat where id = %s returning id"
+DELETE_MESSAGE_SQL = "delete from public.message where id = %s and chat_id = %s returning id"
 ENSURE_USER_SQL = """
 insert into auth.users (id, email) values (%s, %s) on conflict (id) do nothing
 """
@@ -42,6 +47,10 @@ class ChatRow:
 
 class ChatNotFound(LookupError):
     """The chat does not exist or is not the user's."""
+
+
+class MessageNotFound(LookupError):
+    """The message does not exist in the chat, or the chat is not the user's."""
 
 
 class UnknownUser(LookupError):
@@ -76,3 +85,20 @@ async def create_chat(
 async def ensure_user(conn: Conn, user_id: UserId, email: str) -> None:
     """Service write for seeding; on Supabase, auth owns this table."""
     await conn.execute(ENSURE_USER_SQL, (user_id, email))
+
+
+async def delete_chat(pool: Pool, claims: Claims, chat_id: ChatId) -> None:
+    """Delete the user's chat and everything in it; ChatNotFound unless it is theirs."""
+    async with user_transaction(pool, claims) as conn:
+        if await (await conn.execute(DELETE_CHAT_SQL, (chat_id,))).fetchone() is None:
+            raise ChatNotFound(chat_id)
+
+
+async def delete_message(pool: Pool, claims: Claims, chat_id: ChatId, message_id: UUID) -> None:
+    """Delete one message of the user's chat (its thread is cut there); MessageNotFound unless
+    the chat is theirs and holds it."""
+    async with user_transaction(pool, claims) as conn:
+        await require_chat(conn, chat_id)
+        deleted = await (await conn.execute(DELETE_MESSAGE_SQL, (message_id, chat_id))).fetchone()
+        if deleted is None:
+            raise MessageNotFound(message_id)

@@ -77,3 +77,34 @@ async def test_a_misspelt_query_parameter_is_refused_not_ignored(database_url: s
         }
         # The parameter the route does take still works.
         assert (await stack.chats_response(token, limit=1)).status_code == 200
+
+
+async def test_deleting_a_chat_or_a_message_is_the_owners_alone(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    stranger, _ = await create_user_with_chat(database_url)
+    async with in_process_app(database_url) as stack:
+        token = token_for(user_id)
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "hi"})
+        assert events[-1][0] == "done"
+        [message] = await fetch(
+            database_url, "select id from message where chat_id = %s and role = 'user'", chat_id
+        )
+        message_path = f"/api/chat/{chat_id}/messages/{message['id']}"
+        # WHEN a stranger tries either, THEN neither exists for them, and nothing goes
+        for path in (message_path, f"/api/chats/{chat_id}"):
+            refused = await stack.call("DELETE", path, token_for(stranger))
+            assert refused.status_code == 404, refused.text
+        assert (
+            len(await fetch(database_url, "select id from message where chat_id = %s", chat_id))
+            == 2
+        )
+        # WHEN the owner deletes their message, THEN it is gone, and a second time is a 404
+        assert (await stack.call("DELETE", message_path, token)).status_code == 204
+        again = await stack.call("DELETE", message_path, token)
+        assert (again.status_code, again.json()["error"]["code"]) == (404, "message_not_found")
+        # AND deleting the chat takes the rest with it
+        assert (await stack.call("DELETE", f"/api/chats/{chat_id}", token)).status_code == 204
+        assert await fetch(database_url, "select id from chat where id = %s", chat_id) == []
+        assert await fetch(database_url, "select id from message where chat_id = %s", chat_id) == []
+        gone = await stack.call("DELETE", f"/api/chats/{chat_id}", token)
+        assert (gone.status_code, gone.json()["error"]["code"]) == (404, "chat_not_found")

@@ -9,7 +9,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, get_args
 
 import boto3
 import psycopg
@@ -19,6 +19,7 @@ from moto import mock_aws
 from mypy_boto3_s3 import S3Client
 from psycopg import sql
 
+from tests.api import Api
 from tests.support import (
     create_user_with_chat,
     durable_messages,
@@ -30,7 +31,13 @@ from tests.support import (
 )
 
 BUCKET = "handoff-erasure-test"
-Way = Literal["chat_by_its_owner", "messages_by_their_owner", "user_row"]
+Way = Literal[
+    "chat_through_the_api",
+    "messages_through_the_api",
+    "chat_by_its_owner",
+    "messages_by_their_owner",
+    "user_row",
+]
 
 # Every table of every schema, each row as text: a bytea column shows its bytes in hex.
 TABLES_SQL = """
@@ -79,6 +86,23 @@ def objects_holding(s3: S3Client, canary: str) -> list[str]:
     return [key for key, body in bodies.items() if canary.encode() in body]
 
 
+async def delete_through_the_api(
+    stack: Api, way: Way, user_id: uuid.UUID, chat_id: uuid.UUID
+) -> None:
+    """DELETE the chat, or each of its messages, through the HTTP API."""
+    token = token_for(user_id)
+    if way == "chat_through_the_api":
+        paths = [f"/api/chats/{chat_id}"]
+    else:
+        messages = await fetch(
+            stack.database_url, "select id from message where chat_id = %s", chat_id
+        )
+        paths = [f"/api/chat/{chat_id}/messages/{m['id']}" for m in messages]
+    for path in paths:
+        response = await stack.call("DELETE", path, token)
+        assert response.status_code == 204, response.text
+
+
 async def delete(database_url: str, way: Way, user_id: uuid.UUID, chat_id: uuid.UUID) -> None:
     """Delete as a Supabase client can (the Data API: the owner's role under RLS), or as an
     operator deleting the user's `auth.users` row."""
@@ -101,7 +125,7 @@ async def delete(database_url: str, way: Way, user_id: uuid.UUID, chat_id: uuid.
         await conn.commit()
 
 
-@pytest.mark.parametrize("way", ["chat_by_its_owner", "messages_by_their_owner", "user_row"])
+@pytest.mark.parametrize("way", get_args(Way))
 async def test_a_deleted_turn_leaves_no_copy_anywhere(
     database_url: str, s3: S3Client, way: Way
 ) -> None:
@@ -125,7 +149,10 @@ async def test_a_deleted_turn_leaves_no_copy_anywhere(
         assert "content" not in job["payload"]
 
         # WHEN it is deleted, and the background drains its erasures
-        await delete(database_url, way, user_id, chat_id)
+        if way.endswith("through_the_api"):
+            await delete_through_the_api(stack, way, user_id, chat_id)
+        else:
+            await delete(database_url, way, user_id, chat_id)
         stack.executor.fire(f"{stack.settings.inngest_app_id}-erase-objects")
         await stack.executor.wait_idle()
 
