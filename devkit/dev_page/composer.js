@@ -127,6 +127,7 @@ function onReplyEvent(turn, event, data, assistant) {
     if (assistant.status === 'streaming') assistant.status = 'queued';
   } else if (event === 'done' && assistant) {
     turn.streaming = false;
+    assistant.endedOnStream = true;
     assistant.content = data.content;
     assistant.status = 'completed';
   } else if (event === 'error') {
@@ -138,6 +139,7 @@ function onReplyEvent(turn, event, data, assistant) {
     } else {
       // The reply as stored: what was streamed stays, and the plain words follow it.
       assistant.status = 'error';
+      assistant.endedOnStream = true;
       assistant.content = data.content ?? data.message;
     }
   } else {

@@ -66,6 +66,8 @@ function blankMessage(id, role) {
     answered: new Set(),
     // A user message sent with `steer`: the reply it joined.
     steeredInto: null,
+    // A reply whose own stream said it ended (`done`, `error`): stored before it was said.
+    endedOnStream: false,
     local: false,
   };
 }
@@ -207,6 +209,9 @@ function onMessageRow(row) {
     return null;
   }
   const message = upsert(row.id, row.role);
+  // A live row of a reply its stream saw end is older than that end (its insert, which the
+  // feed may bring after `done`): the reply would step back to streaming, its text blank.
+  if (message.endedOnStream && LIVE_REPLY_STATUSES.includes(row.status)) return null;
   // The quick path's own stream is ahead of any stored row while it lasts.
   if (!isStreamingHere(message) || ENDED_REPLY_STATUSES.includes(row.status)) {
     message.content = row.content;

@@ -31,8 +31,14 @@ where m.chat_id = %(chat_id)s
     live=LIVE_REPLY_STATUSES,
 )
 IN_THREAD = "and m.assistant_id = %(assistant_id)s\n"
-# Chat order; a user message sorts before its reply, stored in the same transaction.
-HISTORY_ORDER = "order by m.created_at, m.role desc, m.id"
+# Chat order; a user message sorts before its replies, stored in the same transaction, and
+# those replies (a message to several assistants) in the order it addressed them.
+HISTORY_ORDER = """
+order by m.created_at, m.role desc, (
+  select array_position(
+    array(select jsonb_array_elements_text(p.metadata -> 'addressedTo')), m.assistant_id)
+  from public.message p where p.id = m.parent_message_id), m.id
+"""
 CHAT_SQL = HISTORY_COLUMNS + HISTORY_ORDER
 THREAD_SQL = HISTORY_COLUMNS + IN_THREAD + HISTORY_ORDER
 BRANCH_HISTORY_SQL = (

@@ -880,6 +880,101 @@ async function secondAssistant(page) {
   };
 }
 
+// The replies shown that are none of `known`, in the page's order: each one's assistant, status
+// and text, and how many bubbles carry its id.
+async function newReplies(page, known) {
+  return page.evaluate((ids) => {
+    const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+    const fresh = [...nodes].filter((node) => !ids.includes(node.dataset.messageId));
+    return fresh.map((node) => ({
+      id: node.dataset.messageId,
+      name: node.querySelector('[data-testid="message-assistant"]').textContent,
+      status: node.dataset.status,
+      text: node.querySelector('[data-testid="message-text"]').textContent,
+      bubbles: document.querySelectorAll(`[data-message-id="${node.dataset.messageId}"]`).length,
+    }));
+  }, known);
+}
+
+// Waits until `count` replies that are none of `known` show, each completed; what they show.
+async function completedReplies(page, known, count) {
+  await page.waitForFunction(
+    ([ids, wanted]) => {
+      const nodes = document.querySelectorAll('[data-testid="message"][data-role="assistant"]');
+      const fresh = [...nodes].filter((node) => !ids.includes(node.dataset.messageId));
+      return fresh.length >= wanted && fresh.every((node) => node.dataset.status === 'completed');
+    },
+    [known, count],
+    { timeout: STEP_TIMEOUT_MS },
+  );
+  return newReplies(page, known);
+}
+
+// 11) A message to two assistants, by @-mention with the picker on Default: a reply each, named,
+// in mention order, each to its final text; the same after a reload.
+async function severalAssistants(page) {
+  await page.getByTestId('assistant-select').selectOption('');
+  const known = await assistantIds(page);
+  const sent = '@Calculator @Helper what is 2+2';
+  const t0 = await sendWithClick(page, sent);
+  const replies = await completedReplies(page, known, 2);
+  const entries = await page.evaluate((ids) => window.__timeline.filter((e) => !ids.includes(e.id)), known);
+  // Every status each new reply's bubble went through, in order, once each.
+  const statuses = {};
+  for (const entry of entries.filter((e) => e.at >= t0)) {
+    const seen = (statuses[entry.id] = statuses[entry.id] || []);
+    if (seen[seen.length - 1] !== entry.status) seen.push(entry.status);
+  }
+  const userBubbles = await page
+    .locator('[data-testid="message"][data-role="user"] [data-testid="message-text"]')
+    .allTextContents();
+  await page.reload();
+  await page.waitForSelector('[data-testid="feed-status"][data-state="live"]', {
+    timeout: STEP_TIMEOUT_MS,
+  });
+  const afterReload = await completedReplies(page, known, 2);
+  return {
+    sent,
+    replies,
+    statuses,
+    userBubblesSent: userBubbles.filter((text) => text === sent).length,
+    afterReload,
+    shownAfterReload: await shownIds(page),
+    history: await historyIds(page, null),
+  };
+}
+
+// 12) Pause and Cancel name the assistant of the reply that runs: a question of Calculator's,
+// paused and then canceled, with each request's body as sent.
+async function controlsOfAnAssistant(page) {
+  const bodies = [];
+  const record = (request) => {
+    if (/\/(cancel|pause)$/.test(request.url())) {
+      bodies.push({ route: request.url().split('/').pop(), body: request.postDataJSON() });
+    }
+  };
+  page.on('request', record);
+  const picker = page.getByTestId('assistant-select');
+  await picker.selectOption('calculator');
+  const before = await lastAssistant(page);
+  await sendWithClick(page, '/ask_user {"question": "Which number?", "options": ["2", "3"]}');
+  const id = await lastAssistantId(page, before);
+  await questionCard(page, id);
+  // Picked back to Default: the buttons must follow the reply, not the picker.
+  await picker.selectOption('');
+  const paused = page.waitForResponse((response) => response.url().endsWith('/pause'));
+  await page.getByTestId('pause').click();
+  const pauseStatus = (await paused).status();
+  await page.getByTestId('cancel').click();
+  await waitForStatus(page, id, 'canceled');
+  page.off('request', record);
+  const named = await page
+    .locator(`[data-testid="message"][data-message-id="${id}"]`)
+    .getByTestId('message-assistant')
+    .textContent();
+  return { assistantMessageId: id, named, pauseStatus, bodies, final: await bubble(page, id) };
+}
+
 async function main() {
   mkdirSync(outDir, { recursive: true });
   const started = Date.now();
@@ -933,6 +1028,8 @@ async function main() {
     const question = await questionAndBranches(page, outDir);
     const paused = await pausedTurn(page);
     const assistants = await secondAssistant(page);
+    const several = await severalAssistants(page);
+    const assistantControls = await controlsOfAnAssistant(page);
     // What carried the changes: supabase-js, over Realtime's websocket, never the SSE route.
     const transport = await page.evaluate(() => ({
       supabaseJs: typeof window.supabase?.createClient === 'function',
@@ -960,6 +1057,8 @@ async function main() {
       question,
       paused,
       assistants,
+      several,
+      assistantControls,
       transport,
       screenshot,
       problems,

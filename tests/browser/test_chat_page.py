@@ -1,8 +1,9 @@
 """The chat page of `handoff dev` in a real Chromium: streaming, handoff, drafts, cancel,
 approvals, a reload mid-job, a reply's timeline, a server restart mid-job, switching chats, a
 question of the model answered with a click, regenerate and the branch switcher, pause and
-resume with an instruction, and a second assistant picked, added and named, and an @-mention
-completed.
+resume with an instruction, a second assistant picked, added and named, an @-mention
+completed, a message to both assistants answered by each, and Pause and Cancel on the second's
+reply.
 
 `chat_page.mjs` types and clicks through the page with playwright-core driving Debian's
 Chromium and prints a report of what the page showed and when; this test starts the real
@@ -454,3 +455,47 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     )
     for shot in map(Path, shots):
         assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+    # A message to both, by @-mention (the picker on Default): a reply each, under its
+    # assistant's name, in mention order, each reaching its final text; one bubble each, none
+    # left queued. The same after a reload, in the history's order.
+    several = report["several"]
+    replies = several["replies"]
+    assert [r["name"] for r in replies] == ["Calculator", "Helper"], replies
+    assert [r["bubbles"] for r in replies] == [1, 1], replies
+    assert [r["status"] for r in replies] == ["completed", "completed"], replies
+    said = f'You said: "{several["sent"]}"'
+    assert replies[0]["text"].startswith(said)
+    assert "You are Calculator." in replies[0]["text"]
+    assert replies[1]["text"].startswith(said)
+    assert "You are Calculator." not in replies[1]["text"]
+    assert several["userBubblesSent"] == 1
+    # Each bubble ends completed and, once completed, stays so (the streamed reply's stored
+    # insert, which the feed may bring after `done`, does not take it back to streaming).
+    statuses = several["statuses"]
+    assert statuses[replies[0]["id"]] == ["streaming", "completed"], statuses
+    assert statuses[replies[1]["id"]][-1] == "completed", statuses
+    assert statuses[replies[1]["id"]].count("completed") == 1, statuses
+    assert several["afterReload"] == replies
+    assert several["shownAfterReload"] == several["history"]["ids"]
+    replies_stored = await fetch(
+        logical_database_url,
+        "select id::text, assistant_id, status, content from public.message where id = any(%s)",
+        [r["id"] for r in replies],
+    )
+    assert {(r["id"], r["assistant_id"], r["status"], r["content"]) for r in replies_stored} == {
+        (replies[0]["id"], "calculator", "completed", replies[0]["text"]),
+        (replies[1]["id"], "default", "completed", replies[1]["text"]),
+    }
+
+    # Pause and Cancel, with the picker back on Default, name the running reply's assistant.
+    controlled = report["assistantControls"]
+    assert controlled["named"] == "Calculator"
+    assert controlled["pauseStatus"] == 202
+    assert controlled["bodies"] == [
+        {"route": "pause", "body": {"assistantId": "calculator"}},
+        {"route": "cancel", "body": {"assistantId": "calculator"}},
+    ]
+    assert controlled["final"]["status"] == "canceled"
+    row = await message_row(logical_database_url, controlled["assistantMessageId"])
+    assert row["status"] == "canceled"

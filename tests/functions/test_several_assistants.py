@@ -55,6 +55,7 @@ async def test_two_mentions_get_two_replies_in_mention_order(database_url: str) 
         events = await stack.respond(token, message(chat_id, content))
         await stack.executor.wait_idle()
         helper_thread = await durable_messages(database_url, chat_id, "default")
+        shown = await stack.messages(token, chat_id)
         # (and later the user edits it, for the calculator: the message is that one's)
         [user_message] = await fetch(
             database_url, "select * from message where role = 'user' and content = %s", content
@@ -83,6 +84,14 @@ async def test_two_mentions_get_two_replies_in_mention_order(database_url: str) 
     assert helper["status"] == "completed"
     assert helper["content"] == f'You said: "{content}"'
     assert str(replies["calculator"]["id"]) == metadata["assistantMessageId"]
+    # AND the chat's history, stored at one instant as they were, lists the replies after the
+    # message in mention order
+    [asked] = [m for m in shown if m["content"] == content]
+    assert [(m["role"], m["assistantId"]) for m in shown[shown.index(asked) :]] == [
+        ("user", "calculator"),
+        ("assistant", "calculator"),
+        ("assistant", "default"),
+    ]
     # AND the message is stored once, for its first addressee, naming all of them in order
     assert user_message["assistant_id"] == "calculator"
     assert user_message["metadata"]["addressedTo"] == ["calculator", "default"]
