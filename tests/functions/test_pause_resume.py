@@ -3,8 +3,12 @@ resumed, with the user's instruction in every later model round."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
+
+import psycopg
+from langchain_core.tools import BaseTool, tool
 
 from agent.threads import thread_config, thread_key
 from infra.db import connect
@@ -14,7 +18,9 @@ from tests.support import (
     Stack,
     create_user_with_chat,
     durable_messages,
+    execute,
     fetch,
+    helper_with,
     running_stack,
     sit_out_waits,
     token_for,
@@ -84,14 +90,32 @@ async def test_resume_with_an_instruction_that_every_later_round_gets(database_u
     assert await durable_values(database_url, chat_id, "instruction") == "Answer in French."
 
 
+def sleep_that_says_it_began(database_url: str) -> BaseTool:
+    """A `sleep` tool that writes a row of `tool_began` as it begins: a pause sent once that
+    row is there comes while the tool runs, not before its step (when the claim would take it,
+    and no tool would run)."""
+
+    @tool
+    def sleep(input: str) -> str:
+        """Wait for the given number of seconds."""
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("insert into tool_began default values")
+        time.sleep(float(input))
+        return f"slept {float(input):g}s"
+
+    return sleep
+
+
 async def test_pause_between_a_tool_step_and_the_next_round(database_url: str) -> None:
-    async with running_stack(database_url) as stack:
+    await execute(database_url, "create table tool_began (at timestamptz default now())")
+    assistants = helper_with([sleep_that_says_it_began(database_url)])
+    async with running_stack(database_url, assistants=assistants) as stack:
         user_id, chat_id = await create_user_with_chat(database_url)
         token = token_for(user_id)
         events = await stack.respond(token, {"chatId": str(chat_id), "content": "/sleep 0.5"})
         assert events[-1][0] == "handoff"
         # WHEN the pause comes while the tool runs
-        await wait_for_row(database_url, "select 1 from job_runs where status = 'processing'")
+        await wait_for_row(database_url, "select 1 from tool_began")
         ok(await stack.pause(token, chat_id), 202)
         await wait_for_row(database_url, PAUSED_SQL)
         await stack.executor.wait_idle()
