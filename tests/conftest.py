@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import suppress
 
+import boto3
 import psycopg
 import pytest
+from moto import mock_aws
+from mypy_boto3_s3 import S3Client
 from psycopg.conninfo import conninfo_to_dict
 
 from infra.db import Pool, create_pool
 from tests.databases import fresh_database, migrated_template, resolve_server_url
 from tests.pg_servers import restartable_postgres
-from tests.support import fetch
+from tests.support import TOOL_OUTPUT_BUCKET, fetch
 
 
 @pytest.fixture(scope="session")
@@ -108,3 +111,18 @@ async def replica_database_url() -> AsyncIterator[str]:
         migrated_template(server.url()) as name,
     ):
         yield server.url(name)
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Client]:
+    """S3 through moto, with the bucket for large tool outputs (TOOL_OUTPUT_BUCKET)."""
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with mock_aws():
+        client = boto3.client("s3")
+        client.create_bucket(
+            Bucket=TOOL_OUTPUT_BUCKET,
+            CreateBucketConfiguration={"LocationConstraint": "eu-west-1"},
+        )
+        yield client

@@ -17,6 +17,7 @@ import jwt
 import psycopg
 from langchain_core.messages import BaseMessage
 from langchain_core.tools import BaseTool
+from mypy_boto3_s3 import S3Client
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from starlette.types import ASGIApp
@@ -39,6 +40,17 @@ from tests.api import Api as Api  # the client, where the tests have always foun
 from tests.api import parse_sse as parse_sse
 
 JWT_SECRET = "test-secret-" + "x" * 32
+# The bucket of large tool outputs in moto's S3 (the `s3` fixture of tests/conftest.py).
+TOOL_OUTPUT_BUCKET = "handoff-tool-outputs-test"
+
+
+def stored_objects(s3: S3Client) -> dict[str, bytes]:
+    """Every object in TOOL_OUTPUT_BUCKET, by key."""
+    listing = s3.list_objects_v2(Bucket=TOOL_OUTPUT_BUCKET).get("Contents", [])
+    return {
+        o["Key"]: s3.get_object(Bucket=TOOL_OUTPUT_BUCKET, Key=o["Key"])["Body"].read()
+        for o in listing
+    }
 
 
 # Every committed write to message_draft is one Realtime event per subscriber: count them.

@@ -6,16 +6,13 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 import yaml
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
-from moto import mock_aws
 from mypy_boto3_s3 import S3Client
 from mypy_boto3_s3.type_defs import LifecycleRuleTypeDef
 
@@ -30,38 +27,22 @@ from infra.large_outputs import (
 )
 from infra.settings import Settings
 from tests.support import (
+    TOOL_OUTPUT_BUCKET,
     Stack,
     create_user_with_chat,
     durable_messages,
     fetch,
     helper_with,
     running_stack,
+    stored_objects,
     token_for,
 )
 
-BUCKET = "handoff-tool-outputs-test"
+BUCKET = TOOL_OUTPUT_BUCKET
 SERVERLESS_YML = Path(__file__).resolve().parents[2] / "serverless.yml"
 # What a tool step's output holds besides the content: the call's id, name, status, note and
 # the S3 reference.
 ENVELOPE_BYTES = 1024
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Client]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        client = boto3.client("s3")
-        client.create_bucket(
-            Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
-        )
-        yield client
-
-
-def stored_objects(s3: S3Client) -> dict[str, bytes]:
-    listing = s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
-    return {o["Key"]: s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in listing}
 
 
 async def history_reply(stack: Stack, user_id: uuid.UUID, chat_id: uuid.UUID) -> dict[str, Any]:

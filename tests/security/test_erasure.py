@@ -8,29 +8,28 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Literal, get_args
 
-import boto3
 import psycopg
 import pytest
 from langchain_core.tools import tool
-from moto import mock_aws
 from mypy_boto3_s3 import S3Client
 from psycopg import sql
 
 from tests.api import Api
 from tests.support import (
+    TOOL_OUTPUT_BUCKET,
     create_user_with_chat,
     durable_messages,
     execute,
     fetch,
     helper_with,
     running_stack,
+    stored_objects,
     token_for,
 )
 
-BUCKET = "handoff-erasure-test"
+BUCKET = TOOL_OUTPUT_BUCKET
 Way = Literal[
     "chat_through_the_api",
     "messages_through_the_api",
@@ -52,19 +51,6 @@ def leak(input: str) -> str:
     return (input + "\n") * 40_000
 
 
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Client]:
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    with mock_aws():
-        client = boto3.client("s3")
-        client.create_bucket(
-            Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"}
-        )
-        yield client
-
-
 async def tables_holding(database_url: str, canary: str) -> list[str]:
     """The tables with a row whose text, or whose bytes, hold `canary`."""
     found = []
@@ -81,9 +67,7 @@ async def tables_holding(database_url: str, canary: str) -> list[str]:
 
 
 def objects_holding(s3: S3Client, canary: str) -> list[str]:
-    listing = s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
-    bodies = {o["Key"]: s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in listing}
-    return [key for key, body in bodies.items() if canary.encode() in body]
+    return [key for key, body in stored_objects(s3).items() if canary.encode() in body]
 
 
 async def delete_through_the_api(
