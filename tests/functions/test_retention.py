@@ -60,6 +60,9 @@ async def rows(database_url: str) -> int:
 
 async def test_after_a_prune_every_branch_and_pending_prompt_goes_on(database_url: str) -> None:
     async with running_stack(database_url, retention_days=30) as stack:
+        # Inngest's latency before each call of /api/inngest: the approval and the resume
+        # below are events that waits must catch.
+        stack.executor.call_delay_s = 0.05
         # GIVEN a chat whose first turn ran a tool in the background, then edited and
         # regenerated into three branches
         user_id, chat_id = await create_user_with_chat(database_url)
