@@ -18,7 +18,8 @@ from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
 from infra.store import forks
 from infra.store.ids import ChatId, UserId, client_message_id
-from turns.routing import Addressees, NotInChat, TooManyAddressees, addressees
+from turns.begun import begin
+from turns.routing import Addressees, NotInChat, TooManyAddressees, addressees, likely
 from turns.start import Strategy
 from turns.streaming import TurnHost, new_turn, stream_turn
 from turns.turn import Turn
@@ -60,37 +61,67 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
     if not body.content.strip():
         raise ApiError(422, "invalid_request", "content: must not be blank")
     chat_id = ChatId(body.chat_id)
-    route = await _addressees(host, body, chat_id, user.id)
-    assistant = route.first
-    edit, further = None, {}
-    if body.edit_of is not None:
-        pool = await services.pool()
-        # Read under RLS first: they name the checkpoints the histories come from.
-        edit = await forks.edit_target(
-            pool, user.claims, chat_id=chat_id, assistant_id=assistant.id, message_id=body.edit_of
-        )
-        further = await forks.further_edits(
-            pool, user.claims, chat_id=chat_id, message_id=body.edit_of
-        )
     user_message_id = (
         client_message_id(chat_id, body.user_message_id)
         if body.user_message_id is not None
         else None
     )
-    turn = new_turn(
-        settings,
-        assistant,
-        user_id=user.id,
-        chat_id=chat_id,
-        content=body.content,
-        user_message_id=user_message_id,
-        edit=edit,
-        assistant_names=route.names,
-    )
+
+    def turn_of(assistant: Assistant, edit: forks.Edit | None = None) -> Turn:
+        return new_turn(
+            settings,
+            assistant,
+            user_id=user.id,
+            chat_id=chat_id,
+            content=body.content,
+            user_message_id=user_message_id,
+            edit=edit,
+        )
+
+    # Routing reads the chat; meanwhile the history of the likeliest first addressee loads,
+    # which is the one that answers unless the chat's own default differs. An edit first reads
+    # what it replaces.
+    likeliest = likely(host.assistants, content=body.content, assistant_id=body.assistant_id)
+    begun = begin(host, turn_of(likeliest)) if body.edit_of is None else None
+    try:
+        route = await _addressees(host, body, chat_id, user.id)
+    except BaseException:
+        if begun is not None:
+            begun.drop()
+        raise
+    assistant = route.first
+    further: dict[str, forks.Edit] = {}
+    if begun is not None and assistant.id == begun.turn.assistant_id:
+        turn = begun.turn
+    else:
+        edit = None
+        if body.edit_of is not None:
+            pool = await services.pool()
+            # Read under RLS first: they name the checkpoints the histories come from.
+            edit = await forks.edit_target(
+                pool,
+                user.claims,
+                chat_id=chat_id,
+                assistant_id=assistant.id,
+                message_id=body.edit_of,
+            )
+            further = await forks.further_edits(
+                pool, user.claims, chat_id=chat_id, message_id=body.edit_of
+            )
+        turn = turn_of(assistant, edit)
+    turn = turn.model_copy(update={"assistant_names": route.names})
+    if begun is not None:
+        begun = begun.retarget(host, turn)
     others = _other_turns(host, turn, route, further)
     turn = turn.model_copy(update={"other_replies": {o.assistant_id: o.reply_id for o in others}})
     stream = await stream_turn(
-        turn, body.multitask_strategy, user.claims, host, started=started, others=others
+        turn,
+        body.multitask_strategy,
+        user.claims,
+        host,
+        started=started,
+        others=others,
+        begun=begun,
     )
     return event_stream(stream.events, turn=stream.turn)
 

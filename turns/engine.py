@@ -176,7 +176,13 @@ async def load_run(
     if turn.run_id:
         config["run_id"] = uuid.UUID(turn.run_id)
     run = Run(graph, memory, known, config, str(turn.model_spec.get("model", "")), branch)
-    if not opens:
+    return await hear(pool, turn, run) if opens else run
+
+
+async def hear(pool: Pool, turn: Turn, run: Run) -> Run:
+    """`run`, given what the chat's other voices said that its thread has not heard
+    (turns/context.py); as it is for a turn that hears no one."""
+    if not turn.assistant_names:
         return run
     return replace(run, heard=tuple(await unheard(pool, turn, await run.state())))
 

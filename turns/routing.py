@@ -96,6 +96,19 @@ async def addressees(
     return Addressees(named, _names(assistants, in_chat))
 
 
+def likely(assistants: Assistants, *, content: str, assistant_id: str | None) -> Assistant:
+    """Who most likely answers first, from the request alone: the assistant it names, else the
+    first one its content mentions, else the deployment's default. The chat's own default, when it
+    differs, is known only once `addressees` has read the chat."""
+    if assistant_id is not None:
+        return assistants.get(assistant_id) or assistants.default
+    if len(assistants) > 1:
+        ids = mentioned(content, [(a.id, a.name) for a in assistants])
+        if ids:
+            return assistants.pick(ids[0])
+    return assistants.default
+
+
 async def voices(
     pool: Pool, assistants: Assistants, *, chat_id: ChatId, user_id: UserId
 ) -> dict[str, str]:

@@ -30,8 +30,9 @@ from infra.store.jobs import CanceledJob
 from infra.store.limits import TurnLimits
 from infra.store.steers import SteeredJob
 from turns.assistants import turn_model_spec
+from turns.begun import Begun, begin, drop_task
 from turns.endings import Next, send_next
-from turns.engine import Run, load_run
+from turns.engine import Run
 from turns.quick import Emit, run_turn
 from turns.start import Slot, Strategy, start_turn
 from turns.turn import Turn
@@ -113,21 +114,23 @@ async def stream_turn(
     *,
     started: float,
     others: Sequence[Turn] = (),
+    begun: Begun | None = None,
 ) -> TurnStream:
     """Start `turn` (its message stored, the chat's slot taken by `strategy`) and stream it;
     `others`, the turns of the further assistants the message addresses, start with it in the
-    background. `started`: when its request began (perf_counter)."""
+    background. `started`: when its request began (perf_counter); `begun`: the turn's trace and
+    history load, when `begin` started them before its route was known."""
     pool = await host.services.pool()
-    # The turn's trace begins here and goes with it, into the background too.
-    span = telemetry.tracer.start_span(
-        "invoke_agent handoff",
-        attributes={"gen_ai.operation.name": "invoke_agent", **turn.attributes},
-    )
+    if begun is None:
+        begun = begin(host, turn)
+    else:
+        begun.span.set_attributes(turn.attributes)
+    span = begun.span
     turn = turn.model_copy(update={"trace": telemetry.carrier(span)})
     others = [o.model_copy(update={"trace": turn.trace}) for o in others]
-    run, slot = await _start(pool, turn, strategy, claims, host, span, others)
+    run, slot = await _start(pool, turn, strategy, claims, host, span, others, begun.run)
     if slot.steered is not None or slot.queued:
-        _drop(run)
+        drop_task(run)
         await _others_go(host, turn.chat_id, others, slot)
         span.set_attribute("handoff.steered" if slot.steered else "handoff.queued", True)
         span.end()
@@ -181,26 +184,24 @@ async def _start(
     host: TurnHost,
     span: Span,
     others: Sequence[Turn],
+    run: asyncio.Task[Run],
 ) -> tuple[asyncio.Task[Run], Slot]:
-    """Take the chat's slot with the user's message, while the thread's history loads."""
-    settings = host.services.settings
+    """Take the chat's slot with the user's message, while the thread's history loads (`run`:
+    both stand between the request and its first token and neither needs the other). If the
+    chat turns out not to be the caller's, the history is dropped unread: none of it reaches
+    the response."""
     with trace.use_span(span):
-        # Both stand between the request and its first token and neither needs the other, so
-        # the thread's history loads while the user's message is stored. If the chat turns out
-        # not to be the caller's, the history is dropped unread: none of it reaches the response.
-        assistant = host.assistants.pick(turn.assistant_id)
-        run = asyncio.create_task(load_run(pool, turn, assistant, settings))
         try:
             slot = await start_turn(
                 pool,
                 claims,
                 turn,
                 strategy=strategy,
-                turn_limits=turn_limits(settings),
+                turn_limits=turn_limits(host.services.settings),
                 others=others,
             )
         except BaseException:
-            _drop(run)
+            drop_task(run)
             span.end()
             raise
     return run, slot
@@ -264,14 +265,3 @@ def _keep(tasks: TurnTasks, task: asyncio.Task[Any]) -> None:
     """Hold a detached task until it ends; the app's shutdown waits for what is held."""
     tasks.add(task)
     task.add_done_callback(tasks.discard)
-
-
-def _drop(task: asyncio.Task[Any]) -> None:
-    task.cancel()
-    task.add_done_callback(_discard)
-
-
-def _discard(task: asyncio.Task[Any]) -> None:
-    """Retrieve a dropped task's outcome, so asyncio does not log it as never retrieved."""
-    if not task.cancelled():
-        task.exception()
