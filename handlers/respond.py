@@ -18,6 +18,7 @@ from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
 from infra.store import forks
 from infra.store.ids import ChatId, UserId, client_message_id
+from turns import cascade
 from turns.routing import Addressees, NotInChat, TooManyAddressees, addressees
 from turns.start import Strategy
 from turns.streaming import TurnHost, new_turn, stream_turn
@@ -92,6 +93,16 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
     stream = await stream_turn(
         turn, body.multitask_strategy, user.claims, host, started=started, others=others
     )
+    if edit is not None and route.names:
+        # In a chat of several assistants, other replies may have heard what the edit replaced.
+        assert turn.user_message_id is not None
+        cascade.request_later(
+            host,
+            chat_id=chat_id,
+            user_id=user.id,
+            edited=edit.message_id,
+            replacement=turn.user_message_id,
+        )
     return event_stream(stream.events, turn=stream.turn)
 
 
