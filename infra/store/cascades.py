@@ -170,6 +170,7 @@ async def cancel(pool: Pool, claims: Claims, *, chat_id: ChatId, cascade_id: uui
         await set_status(conn, cascade_id, "canceled", was=OPEN_STATUSES)
 
 
-async def pending(conn: Conn, chat_id: ChatId) -> list[CascadeRow]:
-    """The chat's cards waiting for the editor (under the caller's RLS)."""
-    return await fetch_rows(conn, CascadeRow, PENDING_SQL, {"chat_id": chat_id})
+async def pending_of(pool: Pool, claims: Claims, chat_id: ChatId) -> list[CascadeRow]:
+    """The chat's cards waiting for the editor, under their RLS."""
+    async with user_transaction(pool, claims) as conn:
+        return await fetch_rows(conn, CascadeRow, PENDING_SQL, {"chat_id": chat_id})

@@ -1,0 +1,156 @@
+"""An edit's cascade: the replies that heard what an edit replaced are regenerated, in chat
+order, CASCADE_LIMIT at a time, past which the editor decides; each replaced reply points to
+its replacement, and nothing is deleted."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from agent.assistants import Assistants
+from demo.assistants import ASSISTANTS as DEMO_ASSISTANTS
+from tests.support import (
+    Stack,
+    create_user_with_chat,
+    durable_messages,
+    fetch,
+    running_stack,
+    token_for,
+    wait_for_row,
+)
+
+CHAIN = 7
+
+
+def two_assistants() -> Assistants:
+    """Two scripted assistants of the tests' own, Alpha (the default) and Beta."""
+    helper = DEMO_ASSISTANTS[0]
+    return Assistants(
+        [
+            replace(helper, id="alpha", name="Alpha", tools=()),
+            replace(helper, id="beta", name="Beta", tools=()),
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class Chain:
+    stack: Stack
+    token: str
+    chat_id: uuid.UUID
+    first: str  # the user message every reply of the chain depends on
+    replies: list[str]  # the chain's later replies, in chat order
+
+
+@asynccontextmanager
+async def chain(database_url: str, **settings: Any) -> AsyncIterator[Chain]:
+    """A chat of Alpha and Beta: a first message to Alpha, then CHAIN messages, each to the
+    other assistant, so that each reply heard the one before it."""
+    user_id, chat_id = await create_user_with_chat(database_url, assistants=["alpha", "beta"])
+    token = token_for(user_id)
+    async with running_stack(
+        database_url, assistants=two_assistants(), wait_recheck_s=1, **settings
+    ) as stack:
+        first = await stack.respond(token, {"chatId": str(chat_id), "content": "@alpha start"})
+        replies = []
+        for n in range(1, CHAIN + 1):
+            who = "beta" if n % 2 else "alpha"
+            body = {"chatId": str(chat_id), "content": f"@{who} step {n}"}
+            replies.append((await stack.respond(token, body))[0][1]["assistantMessageId"])
+        await stack.executor.wait_idle()
+        yield Chain(stack, token, chat_id, first[0][1]["userMessageId"], replies)
+
+
+async def edit_first(c: Chain) -> None:
+    body = {"chatId": str(c.chat_id), "content": "@alpha start anew", "editOf": c.first}
+    await c.stack.respond(c.token, body)
+
+
+async def cascade_row(database_url: str, status: str) -> dict[str, Any]:
+    return await wait_for_row(database_url, "select * from cascade where status = %s", status)
+
+
+async def replaced(database_url: str, replies: list[str]) -> dict[str, str | None]:
+    rows = await fetch(
+        database_url,
+        "select id, metadata ->> 'replacedBy' as by from message where id = any(%s)",
+        [uuid.UUID(r) for r in replies],
+    )
+    return {str(r["id"]): r["by"] for r in rows}
+
+
+async def test_the_dependents_of_a_message_come_from_one_query(database_url: str) -> None:
+    async with chain(database_url) as c:
+        # WHEN the dependents of the first message are read
+        rows = await fetch(
+            database_url,
+            "select reply_id, kind from reply_source where message_id = %s order by kind",
+            uuid.UUID(c.first),
+        )
+    # THEN Alpha's reply is the one it started, and Beta's first reply heard it
+    kinds = {str(r["reply_id"]): r["kind"] for r in rows}
+    assert kinds[c.replies[0]] == "context"
+    assert sorted(kinds.values()).count("started") == 1
+
+
+async def test_a_cascade_of_seven_stops_at_the_limit_and_goes_on_once_approved(
+    database_url: str,
+) -> None:
+    async with chain(database_url, cascade_limit=5) as c:
+        # WHEN the first message is edited
+        await edit_first(c)
+        card = await cascade_row(database_url, "awaiting_approval")
+        # THEN five dependents are regenerated, in chat order, and the card counts two more
+        assert (card["regenerated"], card["remaining"]) == (5, 2)
+        by = await replaced(database_url, c.replies)
+        assert [by[r] is not None for r in c.replies] == [True] * 5 + [False] * 2
+        # AND the history shows the card
+        history = await c.stack.history(c.token, c.chat_id)
+        [pending] = history["pendingCascades"]
+        assert (pending["id"], pending["remaining"]) == (str(card["id"]), 2)
+        # WHEN the editor approves
+        response = await c.stack.call(
+            "POST",
+            f"/api/chat/{c.chat_id}/cascades/{card['id']}/decision",
+            c.token,
+            {"approved": True},
+        )
+        assert response.status_code == 202, response.text
+        done = await cascade_row(database_url, "completed")
+        await c.stack.executor.wait_idle()
+        by = await replaced(database_url, c.replies)
+        beta = await durable_messages(database_url, c.chat_id, "beta")
+    # THEN all seven are regenerated, each pointing to its replacement, none deleted
+    assert done["regenerated"] == CHAIN
+    assert all(by[r] is not None for r in c.replies)
+    news = await replaced(database_url, [str(v) for v in by.values() if v])
+    assert all(v is None for v in news.values())
+    # AND Beta's regenerated first reply heard the edit's new text
+    heard = [m.content for m in beta]
+    assert any("start anew" in str(h) for h in heard), heard
+
+
+async def test_a_declined_card_leaves_the_rest_stale(database_url: str) -> None:
+    async with chain(database_url, cascade_limit=5) as c:
+        await edit_first(c)
+        card = await cascade_row(database_url, "awaiting_approval")
+        response = await c.stack.call(
+            "POST",
+            f"/api/chat/{c.chat_id}/cascades/{card['id']}/decision",
+            c.token,
+            {"approved": False},
+        )
+        assert response.status_code == 202, response.text
+        await cascade_row(database_url, "declined")
+        await c.stack.executor.wait_idle()
+        by = await replaced(database_url, c.replies)
+        rest = await fetch(
+            database_url,
+            "select metadata from message where id = any(%s)",
+            [uuid.UUID(r) for r in c.replies[5:]],
+        )
+    assert [by[r] is not None for r in c.replies] == [True] * 5 + [False] * 2
+    assert all(r["metadata"].get("cascade") == "declined" for r in rest)
