@@ -46,8 +46,8 @@ class Chain:
 
 
 @asynccontextmanager
-async def chain(database_url: str, **settings: Any) -> AsyncIterator[Chain]:
-    """A chat of Alpha and Beta: a first message to Alpha, then CHAIN messages, each to the
+async def chain(database_url: str, length: int = CHAIN, **settings: Any) -> AsyncIterator[Chain]:
+    """A chat of Alpha and Beta: a first message to Alpha, then `length` messages, each to the
     other assistant, so that each reply heard the one before it."""
     user_id, chat_id = await create_user_with_chat(database_url, assistants=["alpha", "beta"])
     token = token_for(user_id)
@@ -56,7 +56,7 @@ async def chain(database_url: str, **settings: Any) -> AsyncIterator[Chain]:
     ) as stack:
         first = await stack.respond(token, {"chatId": str(chat_id), "content": "@alpha start"})
         replies = []
-        for n in range(1, CHAIN + 1):
+        for n in range(1, length + 1):
             who = "beta" if n % 2 else "alpha"
             body = {"chatId": str(chat_id), "content": f"@{who} step {n}"}
             replies.append((await stack.respond(token, body))[0][1]["assistantMessageId"])
@@ -154,3 +154,97 @@ async def test_a_declined_card_leaves_the_rest_stale(database_url: str) -> None:
         )
     assert [by[r] is not None for r in c.replies] == [True] * 5 + [False] * 2
     assert all(r["metadata"].get("cascade") == "declined" for r in rest)
+
+
+async def replies_in(database_url: str, chat_id: uuid.UUID) -> int:
+    rows = await fetch(
+        database_url,
+        "select count(*) as n from message where chat_id = %s and role = 'assistant'",
+        chat_id,
+    )
+    return int(rows[0]["n"])
+
+
+async def test_a_crash_mid_cascade_resumes_without_doubling(database_url: str) -> None:
+    async with chain(database_url, cascade_limit=10) as c:
+        # GIVEN the third regeneration's step loses its output once, after it ran
+        c.stack.executor.drop_step_output(f"regenerate-{c.replies[2]}")
+        # WHEN the first message is edited
+        await edit_first(c)
+        done = await cascade_row(database_url, "completed")
+        await c.stack.executor.wait_idle()
+        by = await replaced(database_url, c.replies)
+        total = await replies_in(database_url, c.chat_id)
+    # THEN every dependent is regenerated once: the chain, the edit's reply and seven new ones
+    assert done["regenerated"] == CHAIN
+    assert all(by[r] is not None for r in c.replies)
+    assert total == 1 + CHAIN + 1 + CHAIN
+
+
+async def test_a_replay_regenerates_nothing_twice(database_url: str) -> None:
+    async with chain(database_url, length=3) as c:
+        await edit_first(c)
+        done = await cascade_row(database_url, "completed")
+        await c.stack.executor.wait_idle()
+        before = await replies_in(database_url, c.chat_id)
+        # WHEN the cascade's function runs again with the same event
+        await c.stack.executor.replay(str(done["id"]))
+        await c.stack.executor.wait_idle()
+        after = await replies_in(database_url, c.chat_id)
+        [row] = await fetch(database_url, "select * from cascade where id = %s", done["id"])
+    # THEN nothing more was regenerated
+    assert after == before == 1 + 3 + 1 + 3
+    assert (row["status"], row["regenerated"]) == ("completed", 3)
+
+
+async def test_cancel_stops_the_cascade_before_its_next_regeneration(database_url: str) -> None:
+    async with chain(database_url, cascade_limit=5) as c:
+        await edit_first(c)
+        card = await cascade_row(database_url, "awaiting_approval")
+        # WHEN the editor cancels it rather than deciding
+        path = f"/api/chat/{c.chat_id}/cascades/{card['id']}"
+        response = await c.stack.call("POST", f"{path}/cancel", c.token)
+        assert response.status_code == 202, response.text
+        await c.stack.executor.wait_idle()
+        by = await replaced(database_url, c.replies)
+        [row] = await fetch(database_url, "select * from cascade where id = %s", card["id"])
+        history = await c.stack.history(c.token, c.chat_id)
+        # AND a decision or a second cancel finds nothing waiting: 404, nothing stored
+        late = await c.stack.call("POST", f"{path}/decision", c.token, {"approved": True})
+        again = await c.stack.call("POST", f"{path}/cancel", c.token)
+    assert (row["status"], row["regenerated"]) == ("canceled", 5)
+    assert [by[r] is not None for r in c.replies] == [True] * 5 + [False] * 2
+    assert history["pendingCascades"] == []
+    assert late.status_code == again.status_code == 404
+    assert late.json()["error"]["code"] == "cascade_not_found"
+    runs = [r for r in c.stack.executor.runs() if r.function_id.endswith("cascade-regeneration")]
+    assert [r.status for r in runs] == ["cancelled"]
+
+
+async def test_a_second_edit_supersedes_the_running_cascade(database_url: str) -> None:
+    async with chain(database_url, cascade_limit=5) as c:
+        await edit_first(c)
+        first = await cascade_row(database_url, "awaiting_approval")
+        # WHEN the edit is edited again while its cascade waits on its card
+        body = {
+            "chatId": str(c.chat_id),
+            "content": "@alpha once more",
+            "editOf": str(first["replacement_id"]),
+        }
+        await c.stack.respond(c.token, body)
+        second = await wait_for_row(
+            database_url,
+            "select * from cascade where id <> %s and status = 'completed'",
+            first["id"],
+        )
+        await c.stack.executor.wait_idle()
+        [old] = await fetch(database_url, "select * from cascade where id = %s", first["id"])
+        by = await replaced(database_url, c.replies)
+    # THEN the first cascade stops where it was, superseded, and the second regenerates what
+    # depends on its own edit: the five replies the first made
+    assert (old["status"], old["regenerated"]) == ("superseded", 5)
+    assert second["regenerated"] == 5
+    again = await replaced(database_url, [str(by[r]) for r in c.replies[:5]])
+    assert all(v is not None for v in again.values())
+    # AND the two the first never reached stay as they were
+    assert [by[r] for r in c.replies[5:]] == [None, None]
