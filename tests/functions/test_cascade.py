@@ -175,7 +175,12 @@ async def test_a_crash_mid_cascade_resumes_without_doubling(database_url: str) -
         await c.stack.executor.wait_idle()
         by = await replaced(database_url, c.replies)
         total = await replies_in(database_url, c.chat_id)
-    # THEN every dependent is regenerated once: the chain, the edit's reply and seven new ones
+        [run] = [
+            r for r in c.stack.executor.runs() if r.function_id.endswith("cascade-regeneration")
+        ]
+    # THEN the step ran again after its lost output
+    assert run.attempts[f"regenerate-{c.replies[2]}"] == 2
+    # AND every dependent is regenerated once: the chain, the edit's reply and seven new ones
     assert done["regenerated"] == CHAIN
     assert all(by[r] is not None for r in c.replies)
     assert total == 1 + CHAIN + 1 + CHAIN
