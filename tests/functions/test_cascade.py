@@ -253,3 +253,21 @@ async def test_a_second_edit_supersedes_the_running_cascade(database_url: str) -
     assert all(v is not None for v in again.values())
     # AND the two the first never reached stay as they were
     assert [by[r] for r in c.replies[5:]] == [None, None]
+
+
+async def test_a_cascade_whose_event_was_lost_is_sent_by_the_relay(database_url: str) -> None:
+    async with chain(database_url, length=2, outbox_grace_s=0) as c:
+        # GIVEN Inngest refuses every try of the edit's cascade event
+        c.stack.executor.refuse_events(5)
+        await edit_first(c)
+        unsent = await wait_for_row(
+            database_url, "select * from cascade where event_sent_at is null"
+        )
+        await c.stack.executor.wait_idle()
+        # WHEN the outbox relay runs
+        c.stack.executor.fire(f"{c.stack.settings.inngest_app_id}-outbox-relay")
+        done = await cascade_row(database_url, "completed")
+        await c.stack.executor.wait_idle()
+    # THEN the cascade ran, once
+    assert done["id"] == unsent["id"]
+    assert done["regenerated"] == 2
