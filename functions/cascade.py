@@ -29,6 +29,7 @@ from infra.events import (
     REPLY_ENDED_EVENT,
 )
 from infra.runtime import Services
+from infra.settings import Settings
 from infra.store.ids import ChatId
 from turns.cascade import Cascade
 
@@ -67,13 +68,13 @@ def create_cascade(
             raise inngest.NonRetriableError("invalid chat/cascade.requested data") from exc
         cascade = Cascade(services, assistants, client, cascade_id, chat_id)
         for reply_id in await ctx.step.run("edit-replies", cascade.edit_replies):
-            await _until_ended(ctx, cascade, reply_id)
+            await _until_ended(ctx, settings, cascade, reply_id)
         planned = await ctx.step.run("plan", cascade.plan)
         allowed, done = settings.cascade_limit, 0
         for i, dependent in enumerate(planned):
             if i == allowed:
                 rest = [p["replyId"] for p in planned[i:]]
-                if not await _more(ctx, cascade, i, rest):
+                if not await _more(ctx, settings, cascade, i, rest):
                     return {"status": "declined", "regenerated": done, "remaining": len(rest)}
                 allowed += settings.cascade_limit
             started = await ctx.step.run(
@@ -84,37 +85,43 @@ def create_cascade(
                 return {"status": "stopped", "regenerated": done}
             if started["replyId"] is not None:
                 done += 1
-                await _until_ended(ctx, cascade, started["replyId"])
+                await _until_ended(ctx, settings, cascade, started["replyId"])
         await ctx.step.run("finish", cascade.finish)
         return {"status": "completed", "regenerated": done}
 
-    async def _more(ctx: inngest.Context, cascade: Cascade, i: int, rest: list[str]) -> bool:
-        """The card after `i` regenerations: whether the editor lets the cascade go on."""
-        if not await ctx.step.run(f"ask-more-{i}", partial(cascade.ask_more, len(rest))):
-            return False
-        await wait_for_wake(
-            ctx,
-            f"more-{i}",
-            event=CASCADE_DECISION_EVENT,
-            if_exp=f"async.data.cascadeId == '{cascade.cascade_id}'",
-            timeout_s=settings.approval_timeout_s,
-            settings=settings,
-            still_waiting=cascade.awaits_decision,
-        )
-        return bool(await ctx.step.run(f"settle-more-{i}", partial(cascade.settle_more, rest)))
-
-    async def _until_ended(ctx: inngest.Context, cascade: Cascade, reply_id: str) -> None:
-        """Return once the reply's job has ended (at most PAUSE_TIMEOUT_S, a paused turn's)."""
-        if await ctx.step.run(f"ended-{reply_id}", partial(cascade.ended, reply_id)):
-            return
-        await wait_for_wake(
-            ctx,
-            f"reply-{reply_id}",
-            event=REPLY_ENDED_EVENT,
-            if_exp=f"async.data.messageId == '{reply_id}'",
-            timeout_s=settings.pause_timeout_s,
-            settings=settings,
-            still_waiting=partial(cascade.running, reply_id),
-        )
-
     return cascade_regeneration
+
+
+async def _more(
+    ctx: inngest.Context, settings: Settings, cascade: Cascade, i: int, rest: list[str]
+) -> bool:
+    """The card after `i` regenerations: whether the editor lets the cascade go on."""
+    if not await ctx.step.run(f"ask-more-{i}", partial(cascade.ask_more, len(rest))):
+        return False
+    await wait_for_wake(
+        ctx,
+        f"more-{i}",
+        event=CASCADE_DECISION_EVENT,
+        if_exp=f"async.data.cascadeId == '{cascade.cascade_id}'",
+        timeout_s=settings.approval_timeout_s,
+        settings=settings,
+        still_waiting=cascade.awaits_decision,
+    )
+    return bool(await ctx.step.run(f"settle-more-{i}", partial(cascade.settle_more, rest)))
+
+
+async def _until_ended(
+    ctx: inngest.Context, settings: Settings, cascade: Cascade, reply_id: str
+) -> None:
+    """Return once the reply's job has ended (at most PAUSE_TIMEOUT_S, a paused turn's)."""
+    if await ctx.step.run(f"ended-{reply_id}", partial(cascade.ended, reply_id)):
+        return
+    await wait_for_wake(
+        ctx,
+        f"reply-{reply_id}",
+        event=REPLY_ENDED_EVENT,
+        if_exp=f"async.data.messageId == '{reply_id}'",
+        timeout_s=settings.pause_timeout_s,
+        settings=settings,
+        still_waiting=partial(cascade.running, reply_id),
+    )
