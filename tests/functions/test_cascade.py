@@ -111,6 +111,13 @@ async def test_a_cascade_of_seven_stops_at_the_limit_and_goes_on_once_approved(
         history = await c.stack.history(c.token, c.chat_id)
         [pending] = history["pendingCascades"]
         assert (pending["id"], pending["remaining"]) == (str(card["id"]), 2)
+        # AND a decision that is not one is refused, and the card still waits
+        path = f"/api/chat/{c.chat_id}/cascades/{card['id']}/decision"
+        bad = await c.stack.call("POST", path, c.token, {"approved": "maybe", "extra": 1})
+        assert bad.status_code == 422, bad.text
+        assert bad.json()["error"]["code"] == "invalid_request"
+        [still] = await fetch(database_url, "select * from cascade where id = %s", card["id"])
+        assert (still["status"], still["decision"]) == ("awaiting_approval", None)
         # WHEN the editor approves
         response = await c.stack.call(
             "POST",
@@ -123,9 +130,11 @@ async def test_a_cascade_of_seven_stops_at_the_limit_and_goes_on_once_approved(
         await c.stack.executor.wait_idle()
         by = await replaced(database_url, c.replies)
         beta = await durable_messages(database_url, c.chat_id, "beta")
+        shown = {m["id"]: m for m in await c.stack.messages(c.token, c.chat_id, all="true")}
     # THEN all seven are regenerated, each pointing to its replacement, none deleted
     assert done["regenerated"] == CHAIN
     assert all(by[r] is not None for r in c.replies)
+    assert all(shown[r]["replacedBy"] == by[r] and shown[r]["stale"] for r in c.replies)
     news = await replaced(database_url, [str(v) for v in by.values() if v])
     assert all(v is None for v in news.values())
     # AND Beta's regenerated first reply heard the edit's new text
