@@ -1,6 +1,7 @@
 """An edit's cascade: the replies that heard what an edit replaced are regenerated, in chat
 order, CASCADE_LIMIT at a time, past which the editor decides; each replaced reply points to
-its replacement, and nothing is deleted."""
+its replacement, and nothing is deleted. Through the real app, the real serve endpoint and the
+local executor, with Inngest's latency in front of /api/inngest."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from tests.support import (
 )
 
 CHAIN = 7
+CALL_DELAY_S = 0.05
 
 
 def two_assistants() -> Assistants:
@@ -54,6 +56,9 @@ async def chain(database_url: str, length: int = CHAIN, **settings: Any) -> Asyn
     async with running_stack(
         database_url, assistants=two_assistants(), wait_recheck_s=1, **settings
     ) as stack:
+        # Inngest's latency in front of /api/inngest: the waits for each regenerated reply and
+        # for the card begin a round trip after the step that asked.
+        stack.executor.call_delay_s = CALL_DELAY_S
         first = await stack.respond(token, {"chatId": str(chat_id), "content": "@alpha start"})
         replies = []
         for n in range(1, length + 1):
