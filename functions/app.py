@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent.assistants import Assistants
+from functions.cascade import create_cascade
 from functions.erasure import create_erasure
 from functions.outbox_relay import create_outbox_relay
 from functions.retention import create_retention
@@ -52,6 +53,7 @@ def serve_functions(
         create_outbox_relay(client, services),
         create_erasure(client, services),
         create_retention(client, services),
+        create_cascade(client, services, assistants),
     ]
     # An unsigned PUT would sync the app at a URL taken from its Host header: only signed
     # syncs (the Inngest dashboard, its deploy integrations) may register the app.

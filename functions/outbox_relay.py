@@ -14,9 +14,10 @@ from typing import Any
 
 import inngest
 
-from infra.events import handoff_event
+from infra.db import Pool
+from infra.events import handoff_event, send_cascade
 from infra.runtime import Services
-from infra.store import outbox
+from infra.store import cascades, outbox
 from turns.start import expire_dead_quick_turns
 
 logger = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ def create_outbox_relay(client: inngest.Inngest, services: Services) -> inngest.
         pool = await services.pool()
         if expired := await expire_dead_quick_turns(pool, lease_s=settings.turn_lease_s):
             logger.warning("ended quick paths that stopped mid-stream", extra={"count": expired})
+        await _resend_cascades(pool)
         jobs = await outbox.unsent(pool, older_than_s=settings.outbox_grace_s, limit=BATCH)
         if not jobs:
             return 0
@@ -40,6 +42,15 @@ def create_outbox_relay(client: inngest.Inngest, services: Services) -> inngest.
         await outbox.mark_sent(pool, [j.idempotency_key for j in jobs])
         logger.warning("re-sent unsent handoff events", extra={"count": len(jobs)})
         return len(jobs)
+
+    async def _resend_cascades(pool: Pool) -> None:
+        """Edits' cascades whose event is not known sent, again with their own ids."""
+        unsent = await cascades.unsent(pool, older_than_s=settings.outbox_grace_s, limit=BATCH)
+        for cascade_id, chat_id in unsent:
+            await send_cascade(client, chat_id=chat_id, cascade_id=cascade_id)
+        if unsent:
+            await cascades.mark_sent(pool, [c for c, _ in unsent])
+            logger.warning("re-sent unsent cascades", extra={"count": len(unsent)})
 
     @client.create_function(
         fn_id=FUNCTION_ID,

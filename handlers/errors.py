@@ -20,6 +20,8 @@ from infra.store.admission import DuplicateMessage
 from infra.store.approvals import ApprovalAlreadyDecided, ApprovalNotFound
 from infra.store.assistants import AssistantNotInChat, LastAssistant
 from infra.store.branches import BranchNotFound
+from infra.store.cascades import AlreadyDecided as CascadeAlreadyDecided
+from infra.store.cascades import CascadeNotFound
 from infra.store.chats import ChatNotFound, MessageNotFound, UnknownUser
 from infra.store.forks import CheckpointNotFound, EditTargetNotFound, NotEditable
 from infra.store.jobs import JobAlreadyActive
@@ -112,6 +114,12 @@ ERRORS: dict[type[Exception], ApiError] = {
     ),
     QuestionAlreadyAnswered: ApiError(
         409, "question_already_answered", "This question was already answered."
+    ),
+    CascadeNotFound: ApiError(
+        404, "cascade_not_found", "No cascade of this chat waits for this under that id."
+    ),
+    CascadeAlreadyDecided: ApiError(
+        409, "cascade_already_decided", "This cascade was already decided."
     ),
     PoolClosed: SERVER_STOPPING,
 }

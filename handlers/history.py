@@ -14,7 +14,7 @@ from pydantic.alias_generators import to_camel
 from handlers.deps import AssistantsDep, CurrentUser, ServicesDep
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantQuery
-from infra.store import branches
+from infra.store import branches, cascades
 from infra.store import history as history_store
 from infra.store.ids import ChatId
 
@@ -53,6 +53,23 @@ class HistoryMessage(BaseModel):
     draft: Draft | None = None
     # A reply's token usage so far (`agent.usage.TurnUsage`: each model call, and their sum).
     usage: dict[str, Any] | None = None
+    # What replaced this message (an edit's message, a regenerated reply), if anything did.
+    replaced_by: UUID | None = None
+    # A reply an edit's cascade left as it was: `declined` (the editor declined to go on).
+    cascade: str | None = None
+
+
+class PendingCascade(BaseModel):
+    """A cascade's card: `remaining` replies still depend on the edit of `editedMessageId`
+    (by `replacementId`); answer it with POST /api/chat/{chatId}/cascades/{id}/decision."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
+
+    id: UUID
+    edited_message_id: UUID
+    replacement_id: UUID
+    regenerated: int
+    remaining: int
 
 
 class History(BaseModel):
@@ -62,6 +79,8 @@ class History(BaseModel):
     # The branch shown; with `all`, the active one. Without `assistantId`, the chat's default
     # assistant's (each message carries its own).
     branch_id: str
+    # The chat's cascades waiting for the editor's decision, oldest first.
+    pending_cascades: list[PendingCascade] = []
 
 
 def history_message(row: history_store.HistoryRow) -> HistoryMessage:
@@ -82,6 +101,8 @@ def history_message(row: history_store.HistoryRow) -> HistoryMessage:
         pending_question=metadata.get("pendingQuestion"),
         progress=metadata.get("snapshot", {}).get("progress", []),
         usage=metadata.get("usage"),
+        replaced_by=metadata.get("replacedBy"),
+        cascade=metadata.get("cascade"),
         draft=(
             Draft(content=row.draft_content, seq=row.draft_seq)
             if row.draft_content is not None and row.draft_seq is not None
@@ -124,4 +145,18 @@ async def history(
         branch=branch_id,
         every_branch=every_branch,
     )
-    return History(messages=[history_message(row) for row in rows], branch_id=shown)
+    cards = await cascades.pending_of(await services.pool(), user.claims, ChatId(chat_id))
+    return History(
+        messages=[history_message(row) for row in rows],
+        branch_id=shown,
+        pending_cascades=[
+            PendingCascade(
+                id=c.id,
+                edited_message_id=c.edited_message_id,
+                replacement_id=c.replacement_id,
+                regenerated=c.regenerated,
+                remaining=c.remaining,
+            )
+            for c in cards
+        ],
+    )

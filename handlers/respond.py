@@ -18,6 +18,7 @@ from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
 from infra.store import forks
 from infra.store.ids import ChatId, UserId, client_message_id
+from turns import cascade
 from turns.begun import begin
 from turns.routing import Addressees, NotInChat, TooManyAddressees, addressees, likely
 from turns.start import Strategy
@@ -123,6 +124,16 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
         others=others,
         begun=begun,
     )
+    if turn.edit is not None and route.names:
+        # In a chat of several assistants, other replies may have heard what the edit replaced.
+        assert turn.user_message_id is not None
+        cascade.request_later(
+            host,
+            chat_id=chat_id,
+            user_id=user.id,
+            edited=turn.edit.message_id,
+            replacement=turn.user_message_id,
+        )
     return event_stream(stream.events, turn=stream.turn)
 
 

@@ -34,6 +34,15 @@ ANSWER_EVENT = "chat/user_answer"
 # data: ResumeData: wakes the paused run of the job whose reply that is; the job row says whether
 # it was resumed and with which instruction (infra/store/pauses.py).
 RESUME_EVENT = "chat/resume"
+# data: CascadeData, ids only: regenerate the replies that depend on an edit (functions/cascade.py);
+# its id is the cascade's, so a re-send starts nothing twice.
+CASCADE_EVENT = "chat/cascade.requested"
+# data: CascadeData: wakes the cascade waiting on its card; the decision is read from its row.
+CASCADE_DECISION_EVENT = "chat/cascade.decision"
+# data: CascadeData: stops the cascade before its next regeneration (its row says so already).
+CASCADE_CANCEL_EVENT = "chat/cascade.cancel"
+# data: ReplyEndedData: a regenerated reply's job ended; wakes the cascade waiting for it.
+REPLY_ENDED_EVENT = "chat/reply.ended"
 
 
 class TurnPayload(TypedDict):
@@ -55,6 +64,8 @@ class TurnPayload(TypedDict):
     assistantNames: NotRequired[dict[str, str]]
     ownsMessage: NotRequired[bool]
     edit: NotRequired[EditPayload]
+    context: NotRequired[list[str]]  # a regenerated dependent's context, message ids in order
+    replaces: NotRequired[str]  # the reply a regenerated dependent replaces
 
 
 class EditPayload(TypedDict):
@@ -89,7 +100,17 @@ class ResumeData(TypedDict):
     messageId: str  # the paused job's reply
 
 
-ControlData = CancelData | ApprovalData | AnswerData | ResumeData
+class CascadeData(TypedDict):
+    chatId: str
+    cascadeId: str
+
+
+class ReplyEndedData(TypedDict):
+    chatId: str
+    messageId: str  # the reply whose job ended
+
+
+ControlData = CancelData | ApprovalData | AnswerData | ResumeData | CascadeData | ReplyEndedData
 
 
 class EventSender(Protocol):
@@ -114,6 +135,16 @@ async def send_cancel(
     database, so a failed send only means the run stops at its next write instead."""
     data = CancelData(chatId=str(chat_id), assistantId=assistant_id, messageId=str(reply_id))
     await send_control(sender, CANCEL_EVENT, data)
+
+
+async def send_cascade(sender: EventSender, *, chat_id: UUID, cascade_id: UUID) -> None:
+    """Start the cascade `cascade_id`; its event's id is the cascade's, so a re-send (the
+    outbox relay's) starts nothing twice. Raises when the send fails: the caller leaves the
+    cascade unsent for the relay."""
+    import inngest
+
+    data = CascadeData(chatId=str(chat_id), cascadeId=str(cascade_id))
+    await sender.send(inngest.Event(id=str(cascade_id), name=CASCADE_EVENT, data=_json(data)))
 
 
 async def send_control(sender: EventSender, name: str, data: ControlData) -> None:

@@ -101,6 +101,10 @@ class Settings(BaseSettings):
     # A tool call that needs approval waits this long for the user's answer (Inngest counts
     # whole seconds).
     approval_timeout_s: int = Field(default=1800, ge=1)
+    # An edit's cascade regenerates at most this many dependent replies before it asks the
+    # editor whether to go on (and as many again per approval); the card waits
+    # `approval_timeout_s`, then the rest stay as they are (turns/cascade.py).
+    cascade_limit: int = Field(default=5, ge=1)
     # A question the model asks (`ask_user`) waits this long for the user's answer; then the
     # model is told nobody answered and goes on. Past `max_questions_per_turn` questions in one
     # turn, a further one is not put to the user: the model gets an error result.

@@ -5,7 +5,9 @@ Each assistant keeps its own thread (its tool calls and reasoning, never another
 chat with several assistants begins with the chat's public messages (infra/store/public_messages.py)
 its thread does not hold, in chat order, before the user's message: each a human message
 attributed by name (`[Calculator] 42`, `[User] what is 6*7?`), whose id is the message row's,
-so that once the turn is stored it is part of the thread and never given again.
+so that once the turn is stored it is part of the thread and never given again. What a reply
+heard is recorded as its sources (infra/store/sources.py); a regenerated dependent of an edit
+hears its original's, each message by its latest replacement (`Turn.context`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,12 @@ USER_NAME = "User"
 async def unheard(pool: Pool, turn: Turn, state: StateSnapshot) -> list[HumanMessage]:
     """The public messages the turn's thread (at `state`) has not seen, attributed; none, and no
     query, for a chat with one assistant."""
+    in_thread = {m.id for m in state_values(state).get("messages", [])}
+    if turn.context is not None:
+        # A regenerated dependent hears what its original heard, by the latest replacements.
+        async with pool.connection() as conn:
+            given = await public_messages.by_ids(conn, chat_id=turn.chat_id, ids=turn.context)
+        return [attributed(m, turn.assistant_names) for m in given if str(m.id) not in in_thread]
     # Before the turn's message: an edit's, the message it replaces.
     before = turn.edit.message_id if turn.edit is not None else turn.user_message_id
     if not turn.assistant_names or before is None:
@@ -33,7 +41,6 @@ async def unheard(pool: Pool, turn: Turn, state: StateSnapshot) -> list[HumanMes
         public = await public_messages.not_by(
             conn, chat_id=turn.chat_id, assistant_id=turn.assistant_id, before=before
         )
-    in_thread = {m.id for m in state_values(state).get("messages", [])}
     return [attributed(m, turn.assistant_names) for m in public if str(m.id) not in in_thread]
 
 

@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from agent.snapshot import STOPPED_TEXT, AgentSnapshot
 from agent.usage import TurnUsage
 from infra.db import Conn, Pool
-from infra.events import EventSender, TurnPayload, send_cancel, send_handoff
+from infra.events import (
+    REPLY_ENDED_EVENT,
+    EventSender,
+    ReplyEndedData,
+    TurnPayload,
+    send_cancel,
+    send_control,
+    send_handoff,
+)
 from infra.store import erased_turns, jobs, messages, outbox, pauses, steers, usage
 from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
@@ -44,6 +52,9 @@ class Next:
     events: EventSender
     chat_id: ChatId
     assistant_id: str
+    # A reply whose end is announced (chat/reply.ended) once its job ends: a cascade waits
+    # for it (turns/cascade.py).
+    announce: MessageId | None = None
 
 
 @dataclass(frozen=True)
@@ -250,7 +261,11 @@ async def expire_dead_quick(
 
 async def send_next(pool: Pool, then: Next) -> None:
     """Send the event of a turn that waited and took the chat's slot when the job ahead of it
-    ended. The outbox relay sends it should this fail."""
+    ended. The outbox relay sends it should this fail. Then announce the reply that ended,
+    when one is to be (a cascade's wait reads the database too, should this be lost)."""
+    if then.announce is not None:
+        data = ReplyEndedData(chatId=str(then.chat_id), messageId=str(then.announce))
+        await send_control(then.events, REPLY_ENDED_EVENT, data)
     try:
         for job in await outbox.unsent_of(pool, then.chat_id, then.assistant_id):
             await send_handoff(then.events, job.idempotency_key, job.payload)

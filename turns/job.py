@@ -172,8 +172,11 @@ class BackgroundJob(JobScope):
         )
 
     def next(self, events: EventSender) -> endings.Next:
-        """Where the turn that waits behind this job goes once the job ends."""
-        return endings.Next(events, self.turn.chat_id, self.turn.assistant_id)
+        """Where the turn that waits behind this job goes once the job ends; a fork's or a
+        regenerated dependent's end is announced, for the cascade that may wait for it."""
+        turn = self.turn
+        announce = turn.reply_id if turn.edit is not None or turn.replaces is not None else None
+        return endings.Next(events, turn.chat_id, turn.assistant_id, announce)
 
 
 async def fail_job(

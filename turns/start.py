@@ -172,6 +172,14 @@ async def _start_other(
     return slot.interrupted
 
 
+async def start_regeneration(conn: Conn, turn: Turn, lease_s: float) -> None:
+    """A regenerated dependent of an edit (turns/cascade.py): a turn of a message already
+    stored, taken like a further addressee's, `queued` for the background to run whole, or
+    waiting behind its assistant's active job; its reply `queued`. Its user's limits are not
+    asked: the editor's edit started it, and counted."""
+    await _start_other(conn, turn, "enqueue", lease_s)
+
+
 async def _contend(
     conn: Conn,
     turn: Turn,

@@ -59,6 +59,12 @@ class Turn(BaseModel):
     # The fork the turn opens (an edit, a reply answered again): the background's opening
     # round of a queued turn forks as the quick path does. Later rounds continue the turn.
     edit: Edit | None = None
+    # A regenerated dependent of an edit (turns/cascade.py): what it hears of the chat's other
+    # voices, the public messages by id in order (its original's context, each by its latest
+    # replacement), rather than what its thread has not seen before its message; and the reply
+    # it replaces, which its opening round marks `replacedBy`.
+    context: list[MessageId] | None = None
+    replaces: MessageId | None = None
     # Not in the payload. The job's key, which is also its event's id; the quick path's
     # LangGraph run.
     job_key: str = Field(default="", exclude=True)
@@ -76,6 +82,8 @@ class Turn(BaseModel):
         unset = {"assistant_names"} if not self.assistant_names else set()
         unset |= {"owns_message"} if self.owns_message else set()
         unset |= {"edit"} if self.edit is None else set()
+        unset |= {"context"} if self.context is None else set()
+        unset |= {"replaces"} if self.replaces is None else set()
         return cast(TurnPayload, self.model_dump(mode="json", by_alias=True, exclude=unset))
 
     def paused_at(self, checkpoint_id: str | None) -> Turn:

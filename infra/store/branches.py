@@ -169,12 +169,14 @@ async def record_turn(
     head: str | None,
     edit: Edit | None,
     marks_message: bool = True,
+    restale: bool = False,
 ) -> None:
     """Record where the turn of `message_id` began, on which branch, and that branch's new
     head, in the transaction that stores the turn's checkpoints. A fork's branch is new and
     becomes the active one. The reply is marked with its branch here; its caller adds its head
     checkpoint. Not `marks_message`: the message is another assistant's turn's (a message to
-    several), which keeps its marks."""
+    several), which keeps its marks. `restale`: the turn moved its message onto the active
+    branch (a cascade's regenerated dependent continuing the branch its cascade made)."""
     where = {"chat_id": chat_id, "assistant_id": assistant_id, "branch": branch}
     forked_from = edit.forked_from if edit else None
     await conn.execute(RECORD_BRANCH_SQL, {**where, "forked_from": forked_from, "head": head})
@@ -187,6 +189,7 @@ async def record_turn(
     await _mark(conn, reply_id, {"branchId": branch})
     if edit is not None:
         await conn.execute(SET_ACTIVE_SQL, where)
+    if edit is not None or restale:
         await conn.execute(RESTALE_SQL, where)
 
 

@@ -44,6 +44,11 @@ class MessageMetadata(TypedDict, total=False):
     pendingQuestion: PendingQuestion  # the model's question waiting for the user (questions.py)
     answers: dict[str, Answer]  # the user's answers, by question id
     editOf: str  # on a user message that replaced another (an edit)
+    # On a message an edit or a regeneration replaced: its successor (infra/store/sources.py).
+    replacedBy: str
+    # On a reply that depends on an edit whose cascade stopped before regenerating it:
+    # `declined` (the editor declined to go on) or `canceled` (turns/cascade.py).
+    cascade: str
     # On a user message to several assistants: their ids, in mention order, each answering it
     # with a reply of its own (the message's `assistant_id` is the first).
     addressedTo: list[str]

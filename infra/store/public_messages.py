@@ -33,6 +33,12 @@ where m.chat_id = %(chat_id)s and m.assistant_id <> %(assistant_id)s
 order by m.created_at desc, m.role
 limit %(limit)s
 """
+# As the service: the chat's public messages among `ids` (a regenerated reply's context).
+BY_IDS_SQL = """
+select m.id, m.role, m.assistant_id, m.content from public.message m
+where m.chat_id = %(chat_id)s and m.id = any(%(ids)s)
+  and (m.role = 'user' or (m.status = 'completed' and m.content <> ''))
+"""
 
 
 @dataclass(frozen=True)
@@ -63,3 +69,10 @@ async def not_by(
     }
     rows = await fetch_rows(conn, PublicMessage, UNHEARD_SQL, params)
     return rows[::-1]
+
+
+async def by_ids(conn: Conn, *, chat_id: ChatId, ids: list[MessageId]) -> list[PublicMessage]:
+    """The chat's public messages among `ids`, in the order of `ids`."""
+    rows = await fetch_rows(conn, PublicMessage, BY_IDS_SQL, {"chat_id": chat_id, "ids": ids})
+    found = {m.id: m for m in rows}
+    return [found[i] for i in ids if i in found]

@@ -77,6 +77,9 @@ EXPECTED: dict[tuple[str, Role], frozenset[str]] = {
     # Written by the service only: the catalogue by `handoff migrate`, a chat's by its routes.
     ("public.assistant", "authenticated"): SELECT_ONLY,
     ("public.chat_assistant", "authenticated"): SELECT_ONLY,
+    # What each reply depends on, and the cascades: written by the service only.
+    ("public.reply_source", "authenticated"): SELECT_ONLY,
+    ("public.cascade", "authenticated"): SELECT_ONLY,
     # Supabase's, as the first migrations make them where they are absent.
     ("auth", "anon"): frozenset({"USAGE"}),
     ("auth", "authenticated"): frozenset({"USAGE"}),

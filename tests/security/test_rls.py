@@ -33,6 +33,8 @@ Table = Literal[
     "job_runs",
     "reply_usage",
     "chat_assistant",
+    "reply_source",
+    "cascade",
 ]
 Operation = Literal["select", "insert", "update", "delete", "truncate"]
 Actor = Literal["owner", "other_user", "anon"]
@@ -46,6 +48,8 @@ TABLES: tuple[Table, ...] = (
     "job_runs",
     "reply_usage",
     "chat_assistant",
+    "reply_source",
+    "cascade",
 )
 OPERATIONS: tuple[Operation, ...] = ("select", "insert", "update", "delete")
 ACTORS: tuple[Actor, ...] = ("owner", "other_user", "anon")
@@ -69,7 +73,11 @@ select json_build_object(
   'reply_usage', (select json_agg(t order by t.message_id) from public.reply_usage t),
   'chat_assistant', (
     select json_agg(t order by t.chat_id, t.assistant_id) from public.chat_assistant t
-  )
+  ),
+  'reply_source', (
+    select json_agg(t order by t.reply_id, t.message_id) from public.reply_source t
+  ),
+  'cascade', (select json_agg(t order by t.id) from public.cascade t)
 ) as tables
 """
 CHAT_COLUMN: dict[Table, str] = {
@@ -80,6 +88,8 @@ CHAT_COLUMN: dict[Table, str] = {
     "job_runs": "chat_id",
     "reply_usage": "chat_id",
     "chat_assistant": "chat_id",
+    "reply_source": "chat_id",
+    "cascade": "chat_id",
 }
 # Writes aimed at the owner's rows. The same statement is tried by every actor, so a refusal
 # for the other user means something only because the owner may run it (where the owner may).
@@ -134,6 +144,22 @@ WRITE_SQL: dict[tuple[Table, Operation], str | sql.Composed] = {
         "update public.chat_assistant set is_default = not is_default where chat_id = %(chat)s"
     ),
     ("chat_assistant", "delete"): "delete from public.chat_assistant where chat_id = %(chat)s",
+    ("reply_source", "insert"): (
+        "insert into public.reply_source (reply_id, message_id, chat_id, kind)"
+        " values (%(user_message)s, %(user_message)s, %(chat)s, 'context')"
+    ),
+    ("reply_source", "update"): (
+        "update public.reply_source set kind = 'context' where chat_id = %(chat)s"
+    ),
+    ("reply_source", "delete"): "delete from public.reply_source where chat_id = %(chat)s",
+    ("cascade", "insert"): (
+        "insert into public.cascade (id, chat_id, user_id, edited_message_id, replacement_id)"
+        " values (gen_random_uuid(), %(chat)s, %(user)s, %(user_message)s, %(user_message)s)"
+    ),
+    ("cascade", "update"): (
+        "update public.cascade set decision = 'approved' where chat_id = %(chat)s"
+    ),
+    ("cascade", "delete"): "delete from public.cascade where chat_id = %(chat)s",
     # Row-level security does not filter a truncate: the privilege alone decides.
     **{
         (table, "truncate"): sql.SQL("truncate {} cascade").format(sql.Identifier("public", table))
@@ -183,6 +209,13 @@ values (%s, %s, 'chat/tool_handoff', %s, '{}')
 SEED_CHAT_ASSISTANT_SQL = """
 insert into public.chat_assistant (chat_id, assistant_id, is_default) values (%s, 'seeded', true)
 """
+SEED_SOURCE_SQL = """
+insert into public.reply_source (reply_id, message_id, chat_id, kind) values (%s, %s, %s, 'started')
+"""
+SEED_CASCADE_SQL = """
+insert into public.cascade (id, chat_id, user_id, edited_message_id, replacement_id)
+values (gen_random_uuid(), %s, %s, %s, %s)
+"""
 SEED_USAGE_SQL = """
 insert into public.reply_usage (message_id, user_id, chat_id, model, input_tokens, output_tokens)
 values (%s, %s, %s, 'scripted', 12, 34)
@@ -192,9 +225,9 @@ values (%s, %s, %s, 'scripted', 12, 34)
 def may(actor: Actor, table: Table, operation: Operation) -> bool:
     """The policy under test: owners read everything of theirs, write messages, and rename and
     delete chats (they create them through the API, which counts them against
-    MAX_CHATS_PER_MINUTE); drafts, jobs, usage and a chat's assistants are written by the
-    service only; nobody
-    truncates anything; nobody else touches any of it."""
+    MAX_CHATS_PER_MINUTE); drafts, jobs, usage, a chat's assistants, reply sources and
+    cascades are written by the service only; nobody truncates anything; nobody else touches
+    any of it."""
     if actor != "owner" or operation == "truncate":
         return False
     if operation == "select" or table == "message":
@@ -245,6 +278,8 @@ async def seed_chat_rows(database_url: str) -> ChatRows:
         await conn.execute(SEED_JOB_SQL, (chat_id, reply_id, str(uuid.uuid4())))
         await conn.execute(SEED_USAGE_SQL, (reply_id, user_id, chat_id))
         await conn.execute(SEED_CHAT_ASSISTANT_SQL, (chat_id,))
+        await conn.execute(SEED_SOURCE_SQL, (reply_id, user_message_id, chat_id))
+        await conn.execute(SEED_CASCADE_SQL, (chat_id, user_id, user_message_id, user_message_id))
     return ChatRows(user_id, chat_id, user_message_id, reply_id)
 
 
