@@ -31,6 +31,7 @@ from infra.store.limits import (
     TooManyTurns,
 )
 from infra.store.pauses import NothingToPause, NotPaused
+from infra.store.prompts import NotTurnStarter
 from infra.store.questions import QuestionAlreadyAnswered, QuestionNotPending
 
 logger = logging.getLogger(__name__)
@@ -88,6 +89,12 @@ ERRORS: dict[type[Exception], ApiError] = {
     ),
     DuplicateMessage: ApiError(409, "duplicate_message", "This message was already sent."),
     ApprovalNotFound: ApiError(404, "approval_not_found", "No tool call is waiting for this."),
+    # In a shared chat, everyone sees the prompt; it is answered by whoever started the turn.
+    NotTurnStarter: ApiError(
+        403,
+        "not_turn_starter",
+        "Only the person whose message started this turn can answer it.",
+    ),
     EditTargetNotFound: ApiError(404, "message_not_found", "No such message of yours to edit."),
     MessageNotFound: ApiError(404, "message_not_found", "No such message in this chat."),
     BranchNotFound: ApiError(404, "branch_not_found", "No such branch in this chat."),
