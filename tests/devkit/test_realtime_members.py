@@ -47,9 +47,8 @@ async def test_a_removed_member_receives_nothing_more(logical_database_url: str)
     member = uuid.uuid4()
     await execute(url, "insert into auth.users (id, email) values (%s, %s)", member, "m@test")
     inbox = Inbox()
-    settings = {"scripted_token_delay_ms": 20, "draft_transport": "broadcast"}
     async with (
-        running_stack(url, **settings) as stack,
+        running_stack(url, scripted_token_delay_ms=20, draft_transport="broadcast") as stack,
         supabase_client(stack.origin, token_for(member)) as client,
     ):
         # GIVEN a member subscribed to the chat's private channel, who sees the owner's turn
