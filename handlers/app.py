@@ -12,7 +12,7 @@ from fastapi import Depends, FastAPI
 
 from agent.assistants import Assistants
 from handlers import assistants as assistant_routes
-from handlers import branches, cascades, chats, control, history, respond, usage
+from handlers import branches, cascades, chats, control, history, members, respond, usage
 from handlers.auth import Authenticator
 from handlers.deps import known_query_only, provide
 from handlers.errors import install_error_handlers
@@ -91,6 +91,7 @@ def _include_routes(app: FastAPI) -> None:
         chats.router,
         branches.router,
         cascades.router,
+        members.router,
         usage.router,
     ):
         app.include_router(router, dependencies=strict)

@@ -2,7 +2,8 @@
 
 GET /api/assistants lists what the code defines (agent/assistants.py); a chat's own list lives in
 `public.chat_assistant` (infra/store/assistants.py), changed by its owner through the routes
-below, which check each id against the code.
+below, which check each id against the code. Every member of a chat reads its assistants; only
+its owner changes them.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from pydantic.alias_generators import to_camel
 from agent.assistants import Assistant, Assistants
 from agent.threads import ASSISTANT_ID_PATTERN
 from handlers.deps import AssistantsDep, CurrentUser, ServicesDep
-from handlers.errors import ERROR_RESPONSES
+from handlers.errors import ERROR_RESPONSES, MEMBER_RESPONSES
 from handlers.fields import NO_NUL, AssistantIdField
 from infra.store import assistants as chat_store
 from infra.store.access import user_transaction
-from infra.store.chats import require_chat
+from infra.store.chats import require_chat, require_owner
 from infra.store.ids import ChatId
 
 router = APIRouter()
@@ -110,7 +111,7 @@ async def chat_assistants(
     "/api/chats/{chat_id}/assistants",
     response_model=ChatAssistantList,
     response_model_by_alias=True,
-    responses=ERROR_RESPONSES,
+    responses={**ERROR_RESPONSES, **MEMBER_RESPONSES},
 )
 async def add_assistant(
     chat_id: UUID,
@@ -121,10 +122,10 @@ async def add_assistant(
 ) -> ChatAssistantList:
     """Add an assistant to the chat (with `default`, it answers what names no one); adding one
     that is there already only changes the default. 404 for an assistant the code does not
-    define."""
+    define; 403 `not_chat_owner` for a member: a chat's assistants are its owner's choice."""
     assistant = assistants.pick(body.assistant_id)
     async with user_transaction(await services.pool(), user.claims) as conn:
-        await require_chat(conn, ChatId(chat_id))
+        await require_owner(conn, ChatId(chat_id))
         rows = await chat_store.add_to_chat(
             conn,
             ChatId(chat_id),
@@ -139,7 +140,7 @@ async def add_assistant(
     "/api/chats/{chat_id}/assistants/{assistant_id}",
     response_model=ChatAssistantList,
     response_model_by_alias=True,
-    responses=ERROR_RESPONSES,
+    responses={**ERROR_RESPONSES, **MEMBER_RESPONSES},
 )
 async def remove_assistant(
     chat_id: UUID,
@@ -150,9 +151,9 @@ async def remove_assistant(
 ) -> ChatAssistantList:
     """Remove an assistant from the chat: its replies and thread stay; if it was the default,
     the earliest added of the others becomes it. 409 for the chat's only assistant or one that
-    is not in the chat."""
+    is not in the chat; 403 `not_chat_owner` for a member."""
     async with user_transaction(await services.pool(), user.claims) as conn:
-        await require_chat(conn, ChatId(chat_id))
+        await require_owner(conn, ChatId(chat_id))
         rows = await chat_store.remove_from_chat(
             conn, ChatId(chat_id), assistant_id, fallback=assistants.default.id
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
@@ -31,6 +31,9 @@ class Chat(BaseModel):
     title: str
     created_at: datetime
     updated_at: datetime
+    role: Literal["owner", "member"] = Field(
+        description="The caller's: the chat's owner, or a member (docs/api.md, Shared chats)."
+    )
 
 
 class ChatList(BaseModel):
@@ -57,7 +60,14 @@ class NewChat(BaseModel):
 
 
 def chat_of(row: chats.ChatRow) -> Chat:
-    return Chat(id=row.id, title=row.title, created_at=row.created_at, updated_at=row.updated_at)
+    role: Literal["owner", "member"] = "owner" if row.role == "owner" else "member"
+    return Chat(
+        id=row.id,
+        title=row.title,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        role=role,
+    )
 
 
 @router.get(
@@ -68,7 +78,7 @@ async def list_chats(
     services: ServicesDep,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
 ) -> ChatList:
-    """The caller's chats, newest first."""
+    """The chats the caller owns or is a member of, newest first, each with their `role`."""
     rows = await chats.list_chats(await services.pool(), user.claims, limit=limit)
     return ChatList(chats=[chat_of(row) for row in rows])
 
@@ -105,7 +115,8 @@ async def create_chat(
 )
 async def delete_chat(chat_id: UUID, user: CurrentUser, services: ServicesDep) -> None:
     """Delete the caller's chat: every copy of what it held is erased (its threads, tool
-    results and their stored outputs, drafts), and a turn still running in it stops."""
+    results and their stored outputs, drafts), and a turn still running in it stops. The
+    owner's alone: a member gets 403 `not_chat_owner`."""
     await chats.delete_chat(await services.pool(), user.claims, ChatId(chat_id))
 
 
@@ -118,6 +129,7 @@ async def delete_chat(chat_id: UUID, user: CurrentUser, services: ServicesDep) -
 async def delete_message(
     chat_id: UUID, message_id: UUID, user: CurrentUser, services: ServicesDep
 ) -> None:
-    """Delete one message of the caller's chat: its text is erased everywhere, and its
-    assistant's thread is cut at it (docs/reliability.md)."""
+    """Delete one message of a chat the caller is in: their own, or any when they own the chat.
+    Its text is erased everywhere, and its assistant's thread is cut at it
+    (docs/reliability.md)."""
     await chats.delete_message(await services.pool(), user.claims, ChatId(chat_id), message_id)

@@ -22,7 +22,7 @@ from infra.store.assistants import AssistantNotInChat, LastAssistant
 from infra.store.branches import BranchNotFound
 from infra.store.cascades import AlreadyDecided as CascadeAlreadyDecided
 from infra.store.cascades import CascadeNotFound
-from infra.store.chats import ChatNotFound, MessageNotFound, UnknownUser
+from infra.store.chats import ChatNotFound, MessageNotFound, NotChatOwner, UnknownUser
 from infra.store.forks import CheckpointNotFound, EditTargetNotFound, NotEditable
 from infra.store.jobs import JobAlreadyActive
 from infra.store.limits import (
@@ -32,7 +32,9 @@ from infra.store.limits import (
     TooManyChats,
     TooManyTurns,
 )
+from infra.store.members import MemberNotAdded, MemberNotFound, OwnerStays, TooManyMembers
 from infra.store.pauses import NothingToPause, NotPaused
+from infra.store.prompts import NotTurnStarter
 from infra.store.questions import QuestionAlreadyAnswered, QuestionNotPending
 
 logger = logging.getLogger(__name__)
@@ -74,6 +76,18 @@ ERRORS: dict[type[Exception], ApiError] = {
     # 404, not 403: whether another user's chat exists is not for this user to learn.
     ChatNotFound: ApiError(404, "chat_not_found", "Chat not found."),
     UnknownAssistant: ApiError(404, "assistant_not_found", "No such assistant."),
+    # One answer for both: whether a user or another's chat exists is not the caller's to learn.
+    MemberNotAdded: ApiError(
+        404, "chat_or_user_not_found", "No such chat of yours, or no such user."
+    ),
+    MemberNotFound: ApiError(404, "member_not_found", "This user is not a member of the chat."),
+    NotChatOwner: ApiError(403, "not_chat_owner", "Only the chat's owner can do this."),
+    OwnerStays: ApiError(
+        409, "owner_stays", "The owner cannot leave their chat; they may delete it instead."
+    ),
+    TooManyMembers: ApiError(
+        422, "too_many_members", "This chat has as many members as it may have."
+    ),
     AssistantNotInChat: ApiError(
         409,
         "assistant_not_in_chat",
@@ -90,6 +104,12 @@ ERRORS: dict[type[Exception], ApiError] = {
     ),
     DuplicateMessage: ApiError(409, "duplicate_message", "This message was already sent."),
     ApprovalNotFound: ApiError(404, "approval_not_found", "No tool call is waiting for this."),
+    # In a shared chat, everyone sees the prompt; it is answered by whoever started the turn.
+    NotTurnStarter: ApiError(
+        403,
+        "not_turn_starter",
+        "Only the person whose message started this turn can answer it.",
+    ),
     EditTargetNotFound: ApiError(404, "message_not_found", "No such message of yours to edit."),
     MessageNotFound: ApiError(404, "message_not_found", "No such message in this chat."),
     BranchNotFound: ApiError(404, "branch_not_found", "No such branch in this chat."),
@@ -227,6 +247,13 @@ def install_error_handlers(app: FastAPI) -> None:
 
 # Documented so that clients generated from the OpenAPI schema parse errors as they are sent
 # (FastAPI would otherwise document its own 422 body, which this app never returns).
+# What the owner-only routes add to ERROR_RESPONSES.
+MEMBER_RESPONSES: dict[int | str, dict[str, Any]] = {
+    403: {
+        "model": ErrorBody,
+        "description": "The caller is a member of the chat, and this is its owner's to do.",
+    },
+}
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": description}
     for status, description in {

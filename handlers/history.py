@@ -33,6 +33,8 @@ class HistoryMessage(BaseModel):
     # A reply's assistant; a user message's, the one it was addressed to.
     assistant_id: str
     role: str
+    # Who sent a user message: the chat's owner or a member (null for a reply).
+    sender_id: UUID | None = None
     content: str
     status: str
     created_at: datetime
@@ -89,6 +91,7 @@ def history_message(row: history_store.HistoryRow) -> HistoryMessage:
         id=row.id,
         assistant_id=row.assistant_id,
         role=row.role,
+        sender_id=row.sender_id,
         content=row.content,
         status=row.status,
         created_at=row.created_at,

@@ -125,6 +125,9 @@ class Settings(BaseSettings):
     max_active_turns_per_user: int = Field(default=5, gt=0)
     max_turns_per_minute: int = Field(default=20, gt=0)
     max_chats_per_minute: int = Field(default=10, gt=0)
+    # Members a chat may have besides its owner (infra/store/members.py); past it, adding one
+    # is answered 422.
+    max_members_per_chat: int = Field(default=20, ge=0)
     # Tokens (input and output) a user's replies may use per day, from midnight UTC; once they
     # have, new turns are answered 429 until the next midnight (unset: no budget).
     max_user_daily_tokens: int | None = Field(default=None, gt=0)

@@ -126,6 +126,25 @@ class Api:
     ) -> httpx.Response:
         return await self.call("DELETE", f"/api/chats/{chat_id}/assistants/{assistant_id}", token)
 
+    async def members(self, token: str | None, chat_id: uuid.UUID) -> list[Json]:
+        """The chat's owner and members, the owner first."""
+        listed: list[Json] = ok(await self.members_response(token, chat_id))["members"]
+        return listed
+
+    async def members_response(self, token: str | None, chat_id: uuid.UUID) -> httpx.Response:
+        return await self.call("GET", f"/api/chats/{chat_id}/members", token)
+
+    async def add_member(
+        self, token: str | None, chat_id: uuid.UUID, **body: Any
+    ) -> httpx.Response:
+        """POST a member: `userId=...` or `email=...` (sent as given)."""
+        return await self.call("POST", f"/api/chats/{chat_id}/members", token, body)
+
+    async def remove_member(
+        self, token: str | None, chat_id: uuid.UUID, user_id: uuid.UUID
+    ) -> httpx.Response:
+        return await self.call("DELETE", f"/api/chats/{chat_id}/members/{user_id}", token)
+
     async def history(self, token: str | None, chat_id: uuid.UUID, **params: Any) -> Json:
         """The history document: `messages` and `branchId`."""
         return ok(await self.history_response(token, chat_id, **params))

@@ -30,7 +30,7 @@ from typing import Literal
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.store import admission, erased_turns, limits, messages, slots, steers
-from infra.store.access import Claims, act_as_service, act_as_user
+from infra.store.access import Claims, act_as_service
 from infra.store.chats import ChatNotFound
 from infra.store.jobs import CanceledJob, JobAlreadyActive
 from infra.store.limits import TurnLimits
@@ -106,8 +106,7 @@ async def _start(
         erased_running = await erased_turns.running(
             conn, turn.user_id, lease_s=turn_limits.lease_s, job_lease_s=turn_limits.job_lease_s
         )
-        # The user's part, under RLS: unless the chat is theirs, all of this rolls back.
-        await act_as_user(conn, claims)
+        # Unless the chat is the sender's or they are a member of it, all of this rolls back.
         stored = await admission.store_user_message(
             conn,
             chat_id=turn.chat_id,
@@ -141,7 +140,9 @@ async def _start(
 
 
 def _request(turn: Turn) -> SlotRequest:
-    return SlotRequest(turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id, turn.reply_id)
+    return SlotRequest(
+        turn.chat_id, turn.assistant_id, turn.job_key, turn.run_id, turn.reply_id, turn.user_id
+    )
 
 
 def _replaced(strategy: Strategy, addressees: list[str]) -> list[str]:

@@ -64,6 +64,13 @@ async def read_policies(
     )
 
 
+async def may_read(pool: Pool, topic: str, claims: dict[str, Any]) -> bool:
+    """Whether the read policies let the subscriber read the channel's broadcasts now: asked
+    again before each batch of them is delivered, as the policies may have changed since the
+    join (a member removed from a chat), the way Postgres Changes check RLS per change."""
+    return (await read_policies(pool, topic, claims, presence=False)).broadcast
+
+
 async def may_broadcast(pool: Pool, topic: str, claims: dict[str, Any]) -> bool:
     try:
         async with pool.connection() as conn, conn.transaction(force_rollback=True):

@@ -10,14 +10,10 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from devkit.change_feed import ChangeFeedError
-from devkit.realtime.authorization import PolicyError, ReadPolicies, may_broadcast, read_policies
+from devkit.realtime import authorization as auth
 from devkit.realtime.bindings import Binding, BindingError
 from devkit.realtime.hub import Item, RowDelivery
-from devkit.realtime.postgres_changes import (
-    change_data,
-    check_bindings,
-    visible_changes,
-)
+from devkit.realtime.postgres_changes import change_data, check_bindings, visible_changes
 from devkit.realtime.protocol import CLOSE, SYSTEM, Broadcast, Frame, Message
 from devkit.realtime.tokens import TokenRefused
 
@@ -46,7 +42,7 @@ class Channel:
         bindings: list[Binding],
         self_broadcast: bool,
         ack_broadcast: bool,
-        policies: ReadPolicies | None,
+        policies: auth.ReadPolicies | None,
     ) -> None:
         self.session = session
         self.hub = session.hub
@@ -124,13 +120,13 @@ class Channel:
             return
         if self.private:
             try:
-                policies = await read_policies(
+                policies = await auth.read_policies(
                     self.hub.pool,
                     self.sub_topic,
                     verified.claims,
                     presence=bool(self.policies and self.policies.presence is not None),
                 )
-            except PolicyError:
+            except auth.PolicyError:
                 await self.shutdown("Realtime was unable to connect to the project database")
                 return
             previous = self.policies
@@ -160,8 +156,10 @@ class Channel:
         if self.private:
             if self.may_write is None:
                 try:
-                    self.may_write = await may_broadcast(self.hub.pool, self.sub_topic, self.claims)
-                except PolicyError:
+                    self.may_write = await auth.may_broadcast(
+                        self.hub.pool, self.sub_topic, self.claims
+                    )
+                except auth.PolicyError:
                     logger.warning("broadcast policy failed", extra={"topic": self.sub_topic})
                     return
             if not self.may_write:
@@ -229,6 +227,9 @@ class Channel:
             await self.shutdown("Realtime was unable to deliver changes: please rejoin")
 
     async def _send(self, batch: list[Item]) -> None:
+        broadcasts = any(isinstance(item, Broadcast) for item in batch)
+        if broadcasts and self.private and not await self._still_may_read():
+            return
         rows = [item for item in batch if isinstance(item, RowDelivery)]
         visible: dict[int, bool] = {}
         if rows:
@@ -255,6 +256,12 @@ class Channel:
                 for ids, data in await self._postgres_changes(item):
                     self.session.send(serializer.postgres_change(self.topic, ids, data))
                     self.hub.stats.changes_sent += 1
+
+    async def _still_may_read(self) -> bool:
+        if await auth.may_read(self.hub.pool, self.sub_topic, self.claims):
+            return True
+        await self.shutdown(f"You no longer may read from this Channel topic: {self.sub_topic}")
+        return False
 
     def _broadcast_frame(self, broadcast: Broadcast) -> Frame | None:
         """The broadcast as this subscriber's serializer sends it, encoded once per serializer;

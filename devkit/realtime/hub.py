@@ -3,7 +3,8 @@ every batch the feed decodes and hands each channel (channels.py), in commit ord
 of its topic and the row changes its bindings match.
 
 The work per change is Realtime's: a broadcast is encoded once per serializer and sent to every
-subscriber of its topic (a private channel's subscriber was authorized when it joined); a row
+subscriber of its topic (on a private channel, one whose read policies still let them read it,
+asked once per subscriber per batch); a row
 change costs every subscriber whose binding it matches an RLS check (one transaction per
 subscriber per batch), as Realtime runs its prepared statement once per subscription.
 """

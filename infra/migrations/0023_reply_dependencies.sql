@@ -38,28 +38,15 @@ create index if not exists cascade_chat_idx on public.cascade (chat_id, created_
 alter table public.reply_source enable row level security;
 alter table public.cascade enable row level security;
 
--- Users read both for their chats; only the service writes.
+-- The chat's members read both; only the service writes.
 revoke all on public.reply_source, public.cascade from public, anon, authenticated;
 grant select on public.reply_source, public.cascade to authenticated;
 grant all on public.reply_source, public.cascade to service_role;
 
-do $$
-begin
-  if not exists (select from pg_policies where policyname = 'owner reads reply sources') then
-    create policy "owner reads reply sources" on public.reply_source for select
-      to authenticated
-      using (exists (
-        select 1 from public.chat c
-        where c.id = reply_source.chat_id and c.user_id = (select auth.uid())
-      ));
-  end if;
-  if not exists (select from pg_policies where policyname = 'owner reads cascades') then
-    create policy "owner reads cascades" on public.cascade for select
-      to authenticated
-      using (exists (
-        select 1 from public.chat c
-        where c.id = cascade.chat_id and c.user_id = (select auth.uid())
-      ));
-  end if;
-end
-$$;
+-- Members of the chat read them (migration 0022's handoff.is_chat_member).
+drop policy if exists "members read reply sources" on public.reply_source;
+create policy "members read reply sources" on public.reply_source for select to authenticated
+  using (handoff.is_chat_member(chat_id));
+drop policy if exists "members read cascades" on public.cascade;
+create policy "members read cascades" on public.cascade for select to authenticated
+  using (handoff.is_chat_member(chat_id));

@@ -1,6 +1,7 @@
-"""A user's message, admitted: stored under the user's RLS only while the chat is theirs and
-the user's turns that have not ended are under their limit, in the transaction that takes the
-limit's lock (infra/store/limits.py)."""
+"""A user's message, admitted: stored, as the service, only while the sender owns the chat or is
+a member of it and the sender's turns that have not ended are under their limit, in the
+transaction that takes the limit's lock (infra/store/limits.py). The Data API roles may not
+write messages (migration 0022): a member could otherwise rewrite another's."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ class DuplicateMessage(RuntimeError):
     """A message with this id already exists."""
 
 
-# Under the user's RLS: the message goes in only if the chat is theirs, and only while the user's
-# turns that have not ended leave room for the `replies` it starts (one per assistant it
+# As the service: the message goes in only if the sender owns the chat or is a member of it
+# (checked here, in the same statement, so a member removed meanwhile sends nothing), and only
+# while the sender's turns (jobs whose `sender_id` is theirs, in any chat) that have not ended
+# leave room for the `replies` it starts (one per assistant it
 # addresses) within `max_active` (infra/store/limits.py; the caller holds the user's row of
 # handoff.user_limits). This turn's own job is not counted (its slot may be taken already), nor
 # the jobs of the slots a message that interrupts cancels (`replaced`: those assistants').
@@ -29,11 +32,14 @@ class DuplicateMessage(RuntimeError):
 ADMIT_SQL = with_statuses(
     """
 with visible as (
-  select id from public.chat where id = %(chat_id)s
+  select c.id from public.chat c
+  where c.id = %(chat_id)s
+    and (c.user_id = %(user_id)s or exists (
+      select 1 from public.chat_member m where m.chat_id = c.id and m.user_id = %(user_id)s))
 ), admitted as (
   select count(*) + %(erased_running)s + %(replies)s <= %(max_active)s as ok
-  from public.chat c join public.job_runs j on j.chat_id = c.id
-  where c.user_id = %(user_id)s
+  from public.job_runs j
+  where j.sender_id = %(user_id)s
     and j.status in ({unfinished})
     and j.idempotency_key <> %(job_key)s
     and not (j.kind = 'quick' and j.updated_at < now() - make_interval(secs => %(lease_s)s))
@@ -46,8 +52,10 @@ with visible as (
 STORE_USER_MESSAGE_SQL = (
     ADMIT_SQL  # noqa: S608 (constants only)
     + """, inserted as (
-  insert into public.message (id, chat_id, assistant_id, role, content, status, metadata)
-  select %(message_id)s, v.id, %(assistant_id)s, 'user', %(content)s, 'completed', %(metadata)s
+  insert into public.message
+    (id, chat_id, assistant_id, role, content, status, metadata, sender_id)
+  select %(message_id)s, v.id, %(assistant_id)s, 'user', %(content)s, 'completed', %(metadata)s,
+         %(user_id)s
   from visible v, admitted a
   where a.ok
   on conflict (id) do nothing
@@ -83,7 +91,8 @@ async def store_user_message(
     stored: bool = False,
     erased_running: int = 0,
 ) -> bool:
-    """Insert the user's message, under the user's RLS; False when the chat is not theirs.
+    """Insert the user's message, as the service, with `user_id` its sender; False when the
+    chat is neither theirs nor one they are a member of.
 
     TooManyActiveTurns when the user's turns that have not ended leave no room within
     `limits.max_active` for one reply per assistant of `addressees` (`assistant_id` alone when

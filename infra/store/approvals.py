@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, TypedDict
 
 from infra.db import Conn, Pool
-from infra.store.access import Claims, user_transaction
+from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.ids import ChatId, MessageId
-from infra.store.prompts import PromptKind
+from infra.store.prompts import PromptKind, require_starter
 
 
 class PendingApproval(TypedDict):
@@ -76,12 +76,16 @@ async def record_decision(
     approved: bool,
     note: str | None,
 ) -> MessageId:
-    """The owner's decision on a waiting call; returns the message that waits."""
+    """The decision of the person who started the turn on a waiting call; returns the message
+    that waits. ApprovalNotFound unless a message of a chat the caller is in waits on the call;
+    NotTurnStarter when someone else started the turn."""
     async with user_transaction(pool, claims) as conn:
         pending = await APPROVALS.pending_in(conn, chat_id, call_id)
         if pending is None:
             raise ApprovalNotFound(call_id)
         message_id, decided = pending
+        await act_as_service(conn)
+        await require_starter(conn, message_id, claims["sub"])
         if decided:
             raise ApprovalAlreadyDecided(call_id)
         outcome = Decision(approved=approved, note=note, timed_out=False)

@@ -31,7 +31,7 @@ from psycopg import errors
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn, Pool, fetch_rows
-from infra.store.access import Claims, user_transaction
+from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId
@@ -252,6 +252,8 @@ async def activate(
                 raise
             # The policy saw a turn that began after the check above.
             raise JobAlreadyActive(chat_id) from exc
+        # The messages' marks are the service's to write (migration 0022).
+        await act_as_service(conn)
         await conn.execute(RESTALE_SQL, params)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from uuid import UUID
 
 from infra.db import Conn, Pool, fetch_rows
 from infra.store.access import Claims, user_transaction
@@ -23,7 +24,7 @@ from infra.store.statuses import LIVE_REPLY_STATUSES, with_statuses
 HISTORY_COLUMNS = with_statuses(
     with_latest_draft("""
 select m.id, m.assistant_id, m.role, m.content, m.status, m.parent_message_id, m.metadata,
-  m.created_at, d.draft_content, d.seq as draft_seq
+  m.created_at, d.draft_content, d.seq as draft_seq, m.sender_id
 from public.message m
 left join lateral {latest_draft} d on m.status in ({live})
 where m.chat_id = %(chat_id)s
@@ -66,12 +67,14 @@ class HistoryRow:
     content: str
     status: str
     parent_message_id: MessageId | None
-    # As this code writes it; a user may write their own messages' metadata too (RLS lets them),
-    # which the history route's response model checks.
+    # As this code writes it; rows from before migration 0022 may hold what a user wrote through
+    # the Data API, which the history route's response model checks.
     metadata: MessageMetadata
     created_at: datetime
     draft_content: str | None
     draft_seq: int | None
+    # Who sent a user message (in a shared chat, the owner or a member); None for a reply.
+    sender_id: UUID | None = None
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,11 @@ status (`awaiting_approval`, `awaiting_input`) and the prompt in `metadata.<pend
 reply is recorded in `metadata.<record key>[<id>]` (`approvals`, `answers`) before the event
 wakes the function, so the event is only a signal: a reply whose event came too early for the
 wait (or was lost) is still found, and an event cannot carry a reply the owner did not record.
+
+In a shared chat, every member sees the prompt, but only the person whose message started the
+turn (the job's sender) may reply to it: they asked for the tool's work, and the turn counts
+against their limits. Anyone else gets NotTurnStarter (403). The reply is recorded as the
+service, once the prompt is found under the caller's RLS: the Data API roles write no messages.
 """
 
 from __future__ import annotations
@@ -63,11 +68,33 @@ where id = %(message_id)s and status = %(status)s::text
   and not (coalesce(metadata -> %(record_key)s::text, '{}'::jsonb) ? %(id)s::text)
   and coalesce((metadata -> %(pending_key)s::text ->> 'expiresAt')::timestamptz > now(), true)
 """
+# Whose turn the message answers: its job's sender, else the sender of the message it replies
+# to, else the chat's owner.
+STARTER_SQL = """
+select coalesce(
+  (select j.sender_id from public.job_runs j where j.root_message_id = m.id
+   order by j.created_at desc limit 1),
+  p.sender_id, c.user_id) as sender_id
+from public.message m join public.chat c on c.id = m.chat_id
+left join public.message p on p.id = m.parent_message_id
+where m.id = %(message_id)s
+"""
 SETTLE_SQL = """
 update public.message
 set status = 'streaming', metadata = metadata - %(pending_key)s::text, updated_at = now()
 where id = %(message_id)s and status = %(status)s::text
 """
+
+
+class NotTurnStarter(PermissionError):
+    """Someone other than the person whose message started the turn replied to its prompt."""
+
+
+async def require_starter(conn: Conn, message_id: MessageId, user_id: str) -> None:
+    """NotTurnStarter unless `user_id` started the turn the message answers; as the service."""
+    row = await (await conn.execute(STARTER_SQL, {"message_id": message_id})).fetchone()
+    if row is None or str(row["sender_id"]) != user_id:
+        raise NotTurnStarter(message_id)
 
 
 # The shape of an open prompt (`metadata.<pending key>`) and of the user's reply to it.

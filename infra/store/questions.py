@@ -2,9 +2,9 @@
 
 While a question waits, the message is `awaiting_input` with it in `metadata.pendingQuestion`
 (`questionId`, which is the tool call's id, `question`, `options`, `context`, `expiresAt`). The
-owner's answer is recorded in `metadata.answers[<question id>]` before the `chat/user_answer`
-event wakes the function (infra/store/prompts.py); a question nobody answered in time gets a
-`timed_out` record instead.
+answer of the person who started the turn is recorded in `metadata.answers[<question id>]`
+before the `chat/user_answer` event wakes the function (infra/store/prompts.py); a question
+nobody answered in time gets a `timed_out` record instead.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import TypedDict
 
 from infra.db import Conn, Pool
-from infra.store.access import Claims, user_transaction
+from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.ids import ChatId, MessageId
-from infra.store.prompts import PromptKind
+from infra.store.prompts import PromptKind, require_starter
 
 
 class PendingQuestion(TypedDict):
@@ -69,9 +69,11 @@ async def settle(conn: Conn, message_id: MessageId, question_id: str) -> Answer:
 async def record_answer(
     pool: Pool, claims: Claims, *, chat_id: ChatId, question_id: str, answer: str
 ) -> MessageId:
-    """The owner's answer to a waiting question; returns the message that waits.
+    """The answer of the person who started the turn to a waiting question; returns the
+    message that waits.
 
-    ChatNotFound unless the chat is the caller's; QuestionNotPending when none of its messages
+    ChatNotFound unless the caller is in the chat; NotTurnStarter when someone else started the
+    turn; QuestionNotPending when none of its messages
     waits on `question_id`; QuestionAlreadyAnswered for a second answer."""
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)
@@ -79,6 +81,8 @@ async def record_answer(
         if pending is None:
             raise QuestionNotPending(question_id)
         message_id, answered = pending
+        await act_as_service(conn)
+        await require_starter(conn, message_id, claims["sub"])
         if answered:
             raise QuestionAlreadyAnswered(question_id)
         if not await QUESTIONS.record(

@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 
 from infra.db import Conn
 from infra.events import HANDOFF_EVENT, TurnPayload
-from infra.store.ids import ChatId, MessageId
+from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.statuses import SLOT_STATUSES, with_statuses
 
 # Waits for a concurrent taker to commit, then takes the slot or finds it taken. Runs before
@@ -23,9 +23,9 @@ TAKE_SLOT_SQL = with_statuses(
     """
 insert into public.job_runs
   (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, run_id,
-   payload)
+   payload, sender_id)
 select %(chat_id)s, %(assistant_id)s, %(reply_id)s, 'processing', 'quick', %(event)s, %(job_key)s,
-       %(run_id)s, '{{}}'::jsonb
+       %(run_id)s, '{{}}'::jsonb, %(sender_id)s
 where exists (select 1 from public.chat where id = %(chat_id)s)
 on conflict (chat_id, assistant_id) where status in ({slot}) do nothing
 returning id
@@ -38,9 +38,10 @@ returning id
 BACKGROUND_TURN_SQL = with_statuses(
     """
 insert into public.job_runs
-  (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, payload)
+  (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, payload,
+   sender_id)
 values (%(chat_id)s, %(assistant_id)s, %(reply_id)s, %(status)s, 'turn', %(event)s, %(job_key)s,
-        %(payload)s)
+        %(payload)s, %(sender_id)s)
 on conflict (chat_id, assistant_id) where status in ({slot}) do nothing
 returning id
 """,
@@ -57,6 +58,7 @@ class SlotRequest:
     job_key: str
     run_id: str
     reply_id: MessageId  # inserted, `streaming`, in the same transaction once the slot is taken
+    sender_id: UserId  # whose turn it is: the limits count it against them
 
 
 async def take_slot(conn: Conn, turn: SlotRequest) -> bool:

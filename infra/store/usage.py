@@ -1,5 +1,8 @@
 """What replies used, per model, chat and user: `public.reply_usage` (migration 0014).
 
+A row is the user's whose turn the reply answers (its job's sender, migration 0022): in a shared
+chat, a member's turns count against the member, not the chat's owner.
+
 Each reply has one row: its model, the input and output tokens of its turn's model calls and
 the tool calls that were answered. `record` writes it in the transaction that stores the same
 figures on the reply (`metadata.usage`, `metadata.snapshot.progress`): when the quick path
@@ -9,7 +12,7 @@ run again or a replay never counts anything twice, and writes of different turns
 for each other. A figure never goes down: what was spent stays spent.
 
 Reading the messages instead would let a user change their figures: the Data API lets them
-edit and delete their own messages and chats. These rows have no foreign key to either, and
+delete their own messages and chats. These rows have no foreign key to either, and
 their owner may read them (under RLS) but not write them.
 """
 
@@ -30,8 +33,15 @@ insert into public.reply_usage as u
   (message_id, user_id, chat_id, model, input_tokens, output_tokens, tool_calls)
 select r.id, r.user_id, r.chat_id, %(model)s, %(input)s, %(output)s, %(tool_calls)s
 from (
-  select m.id, c.user_id, m.chat_id
+  -- The sender of the turn: its job's (a regenerated reply's is whoever asked again), else the
+  -- sender of the message it answers, else the chat's owner (rows from before senders).
+  select m.id, coalesce(
+           (select j.sender_id from public.job_runs j where j.root_message_id = m.id
+            order by j.created_at desc limit 1),
+           p.sender_id, c.user_id) as user_id,
+         m.chat_id
   from public.message m join public.chat c on c.id = m.chat_id
+  left join public.message p on p.id = m.parent_message_id
   where m.id = %(message_id)s
   union all
   -- A reply deleted while its turn ran (infra/store/erased_turns.py): spent all the same.

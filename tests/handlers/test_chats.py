@@ -22,7 +22,7 @@ async def test_a_created_chat_is_listed_first_and_only_for_its_owner(database_ur
         assert row["user_id"] == user_id
         assert (chat["title"], set(chat)) == (
             "Trip plans",
-            {"id", "title", "createdAt", "updatedAt"},
+            {"id", "title", "createdAt", "updatedAt", "role"},
         )
         # AND their list shows it first, then their older chat, and no one else's
         listed = await stack.chats(token)

@@ -192,7 +192,7 @@ async def test_the_migrations_leave_supabases_realtime_schema_alone(server_url: 
         [policy] = await fetch(
             url, "select policyname from pg_policies where schemaname = 'realtime'"
         )
-        assert policy["policyname"] == "chat owner receives its broadcasts"
+        assert policy["policyname"] == "chat members receive its broadcasts"
         # AND running them again changes nothing
         assert await migrate(url) == []
     finally:

@@ -2,15 +2,14 @@
 where an edit forks from, and its reply's `baseCheckpointId`, where answering it again does):
 answering it again, or editing it.
 
-Users may write their own message rows through Supabase's Data API (RLS lets them), so the
-checkpoint a message names is the user's word, not ours. A fork from it must never read
-another thread's checkpoint, and a checkpoint the thread does not have is a plain 409, not a
-failed turn.
+Users could write their own message rows through Supabase's Data API before migration 0022, so
+rows written then may carry the user's word for a checkpoint, not ours. A fork from it must
+never read another thread's checkpoint, and a checkpoint the thread does not have is a plain
+409, not a failed turn.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
@@ -31,10 +30,11 @@ select json_build_object(
   'active_branch', (select json_agg(t order by t.chat_id) from public.active_branch t)
 )::text as tables
 """
-# As the Data API runs a user's PATCH on their own message: their claims, role authenticated.
+# A row as a user's PATCH could write it before migration 0022 (now refused: the service writes
+# messages), written here as the database's owner.
 FORGE_SQL = """
 update public.message set metadata = jsonb_set(metadata, array[%s], %s)
-where id = %s
+where id = %s and exists (select 1 from chat c where c.id = chat_id and c.user_id = %s)
 """
 FORGERIES = ["foreign", "garbage", "not-a-string"]
 
@@ -43,11 +43,8 @@ async def forge(
     database_url: str, user_id: uuid.UUID, message_id: str, key: str, value: Any
 ) -> None:
     async with await psycopg.AsyncConnection.connect(database_url) as conn, conn.transaction():
-        claims = json.dumps({"sub": str(user_id), "role": "authenticated"})
-        await conn.execute("select set_config('request.jwt.claims', %s, true)", (claims,))
-        await conn.execute("set local role authenticated")
-        updated = await conn.execute(FORGE_SQL, (key, Jsonb(value), message_id))
-        assert updated.rowcount == 1, "RLS let the owner write their message"
+        updated = await conn.execute(FORGE_SQL, (key, Jsonb(value), message_id, user_id))
+        assert updated.rowcount == 1, "the user's own message"
 
 
 async def say(stack: Api, token: str, chat_id: uuid.UUID, content: str) -> dict[str, Any]:

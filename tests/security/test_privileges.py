@@ -67,7 +67,10 @@ EXPECTED: dict[tuple[str, Role], frozenset[str]] = {
     ("public", "anon"): frozenset({"USAGE"}),
     ("public", "authenticated"): frozenset({"USAGE"}),
     ("public.chat", "authenticated"): frozenset({"SELECT", "UPDATE", "DELETE"}),
-    ("public.message", "authenticated"): frozenset({"SELECT", "INSERT", "UPDATE", "DELETE"}),
+    # Messages are stored by the service, which checks the sender may send (migration 0022).
+    ("public.message", "authenticated"): frozenset({"SELECT", "DELETE"}),
+    # Written by the service only, through the owner's membership routes.
+    ("public.chat_member", "authenticated"): SELECT_ONLY,
     ("public.message_draft", "authenticated"): SELECT_ONLY,
     ("public.broadcast_draft", "authenticated"): SELECT_ONLY,
     ("public.job_runs", "authenticated"): SELECT_ONLY,

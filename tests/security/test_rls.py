@@ -23,7 +23,7 @@ import pytest
 from psycopg import sql
 
 from tests.databases import fresh_database
-from tests.support import create_user_with_chat
+from tests.support import create_user_with_chat, fetch
 
 Table = Literal[
     "chat",
@@ -35,9 +35,10 @@ Table = Literal[
     "chat_assistant",
     "reply_source",
     "cascade",
+    "chat_member",
 ]
 Operation = Literal["select", "insert", "update", "delete", "truncate"]
-Actor = Literal["owner", "other_user", "anon"]
+Actor = Literal["owner", "member", "former_member", "other_user", "anon"]
 Grants = Literal["our_grants", "supabase_grants"]
 
 TABLES: tuple[Table, ...] = (
@@ -50,9 +51,10 @@ TABLES: tuple[Table, ...] = (
     "chat_assistant",
     "reply_source",
     "cascade",
+    "chat_member",
 )
 OPERATIONS: tuple[Operation, ...] = ("select", "insert", "update", "delete")
-ACTORS: tuple[Actor, ...] = ("owner", "other_user", "anon")
+ACTORS: tuple[Actor, ...] = ("owner", "member", "former_member", "other_user", "anon")
 GRANTS: tuple[Grants, ...] = ("our_grants", "supabase_grants")
 
 SET_CLAIMS_SQL = "select set_config('request.jwt.claims', %s, true)"
@@ -77,7 +79,8 @@ select json_build_object(
   'reply_source', (
     select json_agg(t order by t.reply_id, t.message_id) from public.reply_source t
   ),
-  'cascade', (select json_agg(t order by t.id) from public.cascade t)
+  'cascade', (select json_agg(t order by t.id) from public.cascade t),
+  'chat_member', (select json_agg(t order by t.chat_id, t.user_id) from public.chat_member t)
 ) as tables
 """
 CHAT_COLUMN: dict[Table, str] = {
@@ -90,6 +93,7 @@ CHAT_COLUMN: dict[Table, str] = {
     "chat_assistant": "chat_id",
     "reply_source": "chat_id",
     "cascade": "chat_id",
+    "chat_member": "chat_id",
 }
 # Writes aimed at the owner's rows. The same statement is tried by every actor, so a refusal
 # for the other user means something only because the owner may run it (where the owner may).
@@ -160,6 +164,13 @@ WRITE_SQL: dict[tuple[Table, Operation], str | sql.Composed] = {
         "update public.cascade set decision = 'approved' where chat_id = %(chat)s"
     ),
     ("cascade", "delete"): "delete from public.cascade where chat_id = %(chat)s",
+    ("chat_member", "insert"): (
+        "insert into public.chat_member (chat_id, user_id) values (%(chat)s, %(user)s)"
+    ),
+    ("chat_member", "update"): (
+        "update public.chat_member set added_by = user_id where chat_id = %(chat)s"
+    ),
+    ("chat_member", "delete"): "delete from public.chat_member where chat_id = %(chat)s",
     # Row-level security does not filter a truncate: the privilege alone decides.
     **{
         (table, "truncate"): sql.SQL("truncate {} cascade").format(sql.Identifier("public", table))
@@ -193,9 +204,12 @@ where c.relkind in ('r', 'p', 'v', 'm', 'f')
   and has_table_privilege(%(role)s, c.oid, 'SELECT, INSERT, UPDATE, DELETE')
 """
 SEED_MESSAGE_SQL = """
-insert into public.message (id, chat_id, role, content, status, parent_message_id)
-values (%s, %s, %s, %s, %s, %s)
+insert into public.message (id, chat_id, role, content, status, parent_message_id, sender_id)
+values (%s, %s, %s, %s, %s, %s, %s)
 """
+SEED_MEMBER_SQL = "insert into public.chat_member (chat_id, user_id, added_by) values (%s, %s, %s)"
+SEED_USER_SQL = "insert into auth.users (id, email) values (%s, %s)"
+REMOVE_MEMBER_SQL = "delete from public.chat_member where chat_id = %s and user_id = %s"
 SEED_DRAFT_SQL = """
 insert into public.message_draft (message_id, chat_id, draft_content, seq) values (%s, %s, 'd', 1)
 """
@@ -223,16 +237,19 @@ values (%s, %s, %s, 'scripted', 12, 34)
 
 
 def may(actor: Actor, table: Table, operation: Operation) -> bool:
-    """The policy under test: owners read everything of theirs, write messages, and rename and
-    delete chats (they create them through the API, which counts them against
-    MAX_CHATS_PER_MINUTE); drafts, jobs, usage, a chat's assistants, reply sources and
-    cascades are written by the service only; nobody truncates anything; nobody else touches
-    any of it."""
-    if actor != "owner" or operation == "truncate":
+    """The policy under test: owners read everything of theirs, and rename and delete chats
+    (they create them through the API, which counts them against MAX_CHATS_PER_MINUTE); members
+    read everything of the chat and delete their own messages (the seeded chat holds one of
+    theirs); messages, drafts, jobs, usage, members, a chat's assistants, reply sources and
+    cascades are written by the service only; nobody truncates anything; a former member, like
+    anyone else, touches none of it."""
+    if actor not in ("owner", "member") or operation == "truncate":
         return False
-    if operation == "select" or table == "message":
+    if operation == "select":
         return True
-    return table == "chat" and operation != "insert"
+    if table == "message":
+        return operation == "delete"
+    return actor == "owner" and table == "chat" and operation != "insert"
 
 
 @dataclass(frozen=True)
@@ -252,9 +269,14 @@ class ChatRows:
 
 @dataclass(frozen=True)
 class World:
+    """The owner's chat has a member, who sent a message there and whose turn used tokens, and
+    a former member, who sent one too before the owner removed them."""
+
     database_url: str
     owner: ChatRows
     other_user: ChatRows
+    member: uuid.UUID
+    former_member: uuid.UUID
 
 
 @dataclass(frozen=True)
@@ -270,9 +292,11 @@ async def seed_chat_rows(database_url: str) -> ChatRows:
     user_message_id, reply_id = uuid.uuid4(), uuid.uuid4()
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
         await conn.execute(
-            SEED_MESSAGE_SQL, (user_message_id, chat_id, "user", "hi", "completed", None)
+            SEED_MESSAGE_SQL, (user_message_id, chat_id, "user", "hi", "completed", None, user_id)
         )
-        await conn.execute(SEED_MESSAGE_SQL, (reply_id, chat_id, "assistant", "", "queued", None))
+        await conn.execute(
+            SEED_MESSAGE_SQL, (reply_id, chat_id, "assistant", "", "queued", None, None)
+        )
         await conn.execute(SEED_DRAFT_SQL, (reply_id, chat_id))
         await conn.execute(SEED_BROADCAST_DRAFT_SQL, (reply_id, chat_id))
         await conn.execute(SEED_JOB_SQL, (chat_id, reply_id, str(uuid.uuid4())))
@@ -281,6 +305,38 @@ async def seed_chat_rows(database_url: str) -> ChatRows:
         await conn.execute(SEED_SOURCE_SQL, (reply_id, user_message_id, chat_id))
         await conn.execute(SEED_CASCADE_SQL, (chat_id, user_id, user_message_id, user_message_id))
     return ChatRows(user_id, chat_id, user_message_id, reply_id)
+
+
+async def seed_member(database_url: str, owner: ChatRows, *, removed: bool) -> uuid.UUID:
+    """A user added to the owner's chat, with a message of theirs there and its reply's usage
+    (theirs); with `removed`, the owner has removed them since."""
+    member = uuid.uuid4()
+    message_id, reply_id = uuid.uuid4(), uuid.uuid4()
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        await conn.execute(SEED_USER_SQL, (member, f"{member}@test"))
+        await conn.execute(SEED_MEMBER_SQL, (owner.chat_id, member, owner.user_id))
+        await conn.execute(
+            SEED_MESSAGE_SQL,
+            (message_id, owner.chat_id, "user", "mine", "completed", None, member),
+        )
+        await conn.execute(
+            SEED_MESSAGE_SQL,
+            (reply_id, owner.chat_id, "assistant", "", "completed", message_id, None),
+        )
+        if not removed:
+            await conn.execute(SEED_USAGE_SQL, (reply_id, member, owner.chat_id))
+        else:
+            await conn.execute(REMOVE_MEMBER_SQL, (owner.chat_id, member))
+    return member
+
+
+async def seed_world(database_url: str) -> World:
+    owner = await seed_chat_rows(database_url)
+    other_user = await seed_chat_rows(database_url)
+    member = await seed_member(database_url, owner, removed=False)
+    former = await seed_member(database_url, owner, removed=True)
+    await seed_member(database_url, other_user, removed=False)
+    return World(database_url, owner, other_user, member, former)
 
 
 @pytest.fixture(scope="module")
@@ -293,12 +349,7 @@ async def worlds(
         fresh_database(server_url, supabase_template_name) as supabase,
     ):
         urls: dict[Grants, str] = {"our_grants": ours, "supabase_grants": supabase}
-        yield {
-            grants: World(
-                url, owner=await seed_chat_rows(url), other_user=await seed_chat_rows(url)
-            )
-            for grants, url in urls.items()
-        }
+        yield {grants: await seed_world(url) for grants, url in urls.items()}
 
 
 @pytest.fixture(scope="module")
@@ -309,8 +360,13 @@ def world(worlds: dict[Grants, World]) -> World:
 def claims_for(actor: Actor, world: World) -> tuple[str, dict[str, Any]]:
     if actor == "anon":
         return "anon", {"role": "anon"}
-    user = world.owner if actor == "owner" else world.other_user
-    return "authenticated", {"sub": str(user.user_id), "role": "authenticated"}
+    user = {
+        "owner": world.owner.user_id,
+        "member": world.member,
+        "former_member": world.former_member,
+        "other_user": world.other_user.user_id,
+    }[actor]
+    return "authenticated", {"sub": str(user), "role": "authenticated"}
 
 
 async def snapshot(conn: psycopg.AsyncConnection[Any]) -> Any:
@@ -359,13 +415,16 @@ async def test_reading(
         sql.Identifier(CHAT_COLUMN[table]), sql.Identifier("public", table)
     )
     outcome = await attempt(world, actor, query)
-    # THEN they see their own chat's rows and no one else's
+    # THEN they see the rows of the chats they are in, and no one else's
     visible = {row[0] for row in outcome.rows}
-    if actor == "anon":
-        assert visible == set(), outcome
-    else:
-        user = world.owner if actor == "owner" else world.other_user
-        assert visible == {user.chat_id}, outcome
+    expected = {
+        "owner": {world.owner.chat_id},
+        "member": {world.owner.chat_id},
+        "former_member": set(),
+        "other_user": {world.other_user.chat_id},
+        "anon": set(),
+    }[actor]
+    assert visible == expected, outcome
 
 
 @pytest.mark.parametrize("grants", GRANTS)
@@ -426,11 +485,21 @@ async def test_every_table_the_api_roles_can_reach_has_row_level_security(
         assert {f"public.{t}" for t in TABLES} <= set(reachable), reachable
 
 
+async def service_insert(world: World, statement: str, params: dict[str, Any]) -> int:
+    """Run a write as the service does (no RLS), and roll it back; its row count."""
+    async with (
+        await psycopg.AsyncConnection.connect(world.database_url, autocommit=True) as conn,
+        conn.transaction(force_rollback=True),
+    ):
+        return (await conn.execute(statement, params)).rowcount
+
+
 @pytest.mark.parametrize("parent", ["own", "other_users"])
 async def test_a_message_hangs_only_under_a_message_of_its_own_chat(
     world: World, parent: str
 ) -> None:
-    # GIVEN the owner writing a message through the Data API, under a parent message
+    # GIVEN a message stored in the owner's chat (by the service: the Data API roles write no
+    # messages), under a parent message
     parent_id = world.owner.reply_id if parent == "own" else world.other_user.reply_id
     statement = """
     insert into public.message (chat_id, role, content, parent_message_id)
@@ -440,14 +509,40 @@ async def test_a_message_hangs_only_under_a_message_of_its_own_chat(
     # WHEN it is the owner's own message, it is stored; another user's is refused, just as a
     # message id that does not exist would be, so the refusal tells nothing about it
     if parent == "own":
-        outcome = await attempt(world, "owner", statement, params)
-        assert (outcome.refused, outcome.rowcount, outcome.changed) == (None, 1, True)
+        assert await service_insert(world, statement, params) == 1
     else:
         with pytest.raises(psycopg.errors.ForeignKeyViolation):
-            await attempt(world, "owner", statement, params)
+            await service_insert(world, statement, params)
         missing = {**params, "parent": uuid.uuid4()}
         with pytest.raises(psycopg.errors.ForeignKeyViolation):
-            await attempt(world, "owner", statement, missing)
+            await service_insert(world, statement, missing)
+
+
+@pytest.mark.parametrize("actor", ACTORS)
+async def test_no_one_writes_a_message_through_the_data_api(world: World, actor: Actor) -> None:
+    # A member could otherwise rewrite another member's message, or plant one in their name.
+    statement = "update public.message set content = 'changed' where sender_id = %(sender)s"
+    outcome = await attempt(world, actor, statement, {"sender": world.member})
+    assert outcome.refused is not None, outcome
+    assert not outcome.changed, outcome
+
+
+DELETE_MESSAGE_SQL = "delete from public.message where id = %(id)s"
+
+
+@pytest.mark.parametrize("actor", ["member", "former_member", "other_user"])
+async def test_only_its_sender_and_the_owner_delete_a_message(world: World, actor: Actor) -> None:
+    # GIVEN the owner's message and the member's, in the owner's chat
+    [row] = await fetch(
+        world.database_url, "select id from public.message where sender_id = %s", world.member
+    )
+    member_message = row["id"]
+    # WHEN the actor deletes the owner's message, THEN nothing goes
+    outcome = await attempt(world, actor, DELETE_MESSAGE_SQL, {"id": world.owner.user_message_id})
+    assert (outcome.rowcount, outcome.changed) == (0, False), outcome
+    # AND the owner deletes the member's
+    outcome = await attempt(world, "owner", DELETE_MESSAGE_SQL, {"id": member_message})
+    assert (outcome.rowcount, outcome.changed) == (1, True), outcome
 
 
 # Realtime's read check for a private channel: it inserts a probe row for the topic as itself,
@@ -464,7 +559,9 @@ values (%s, 'broadcast', '{}', 'draft', true)
 
 
 @pytest.mark.parametrize("actor", ACTORS)
-async def test_only_a_chats_owner_may_join_its_private_channel(world: World, actor: Actor) -> None:
+async def test_only_a_chats_owner_and_members_may_join_its_private_channel(
+    world: World, actor: Actor
+) -> None:
     role, claims = claims_for(actor, world)
     topic = f"chat:{world.owner.chat_id}"
     probe = uuid.uuid4()
@@ -477,7 +574,7 @@ async def test_only_a_chats_owner_may_join_its_private_channel(world: World, act
         await conn.execute(SET_TOPIC_SQL, (topic,))
         await conn.execute(SET_ROLE_SQL[role])
         rows = await (await conn.execute(READ_PROBE_SQL, (probe,))).fetchall()
-    assert len(rows) == (1 if actor == "owner" else 0)
+    assert len(rows) == (1 if actor in ("owner", "member") else 0)
 
 
 @pytest.mark.parametrize("actor", ACTORS)

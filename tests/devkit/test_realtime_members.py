@@ -1,0 +1,78 @@
+"""A shared chat's Realtime channel: a member follows it like the owner, and once removed gets
+nothing more on the subscription they hold, rows and broadcasts alike, as Supabase re-checks
+RLS per change."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from realtime import RealtimeSubscribeStates
+
+from tests.api import ok
+from tests.realtime_clients import Inbox, chat_channel, subscribed, supabase_client
+from tests.support import create_user_with_chat, execute, running_stack, token_for
+
+# Streams for a while, so that drafts are broadcast as it goes.
+LONG = " ".join(f"word{n}" for n in range(30))
+
+
+def reply_ids(items: list[tuple[str, Any]]) -> set[str]:
+    """The messages and drafts that reached the subscriber, by message id."""
+    ids = set()
+    for kind, payload in items:
+        if kind == "message":
+            ids.add(payload["data"]["record"]["id"])
+        elif kind == "draft":
+            ids.add(payload["payload"]["messageId"])
+    return ids
+
+
+def completed(reply_id: str) -> Any:
+    def found(items: list[tuple[str, Any]]) -> bool:
+        return any(
+            kind == "message"
+            and p["data"]["record"]["id"] == reply_id
+            and p["data"]["record"]["status"] == "completed"
+            for kind, p in items
+        )
+
+    return found
+
+
+async def test_a_removed_member_receives_nothing_more(logical_database_url: str) -> None:
+    url = logical_database_url
+    owner, chat = await create_user_with_chat(url)
+    member = uuid.uuid4()
+    await execute(url, "insert into auth.users (id, email) values (%s, %s)", member, "m@test")
+    inbox = Inbox()
+    async with (
+        running_stack(url, scripted_token_delay_ms=20, draft_transport="broadcast") as stack,
+        supabase_client(stack.origin, token_for(member)) as client,
+    ):
+        # GIVEN a member subscribed to the chat's private channel, who sees the owner's turn
+        ok(await stack.add_member(token_for(owner), chat, userId=str(member)), 201)
+        channel = chat_channel(client, chat, inbox)
+        assert await subscribed(channel, inbox) == RealtimeSubscribeStates.SUBSCRIBED
+        first = await stack.respond(token_for(owner), {"chatId": str(chat), "content": LONG})
+        first_reply = first[0][1]["assistantMessageId"]
+        await inbox.until(completed(first_reply))
+        assert any(
+            kind == "draft" and p["payload"]["messageId"] == first_reply for kind, p in inbox.items
+        )
+
+        # WHEN the owner removes them, and runs another turn
+        assert (await stack.remove_member(token_for(owner), chat, member)).status_code == 204
+        seen_before = len(inbox.items)
+        second = await stack.respond(token_for(owner), {"chatId": str(chat), "content": LONG})
+        assert second[-1][0] == "done"
+        await asyncio.sleep(1.0)  # anything on its way arrives meanwhile
+
+    # THEN nothing of the second turn reached them: no message row, no draft
+    later = inbox.items[seen_before:]
+    second_ids = {second[0][1]["userMessageId"], second[0][1]["assistantMessageId"]}
+    assert not reply_ids(later) & second_ids, later
+    # AND their channel ended in an error that says why
+    errors = [p for kind, p in later if kind == "state" and p[0].name == "CHANNEL_ERROR"]
+    assert any("no longer may read" in str(reason) for _, reason in errors), later
