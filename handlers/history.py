@@ -30,8 +30,9 @@ class HistoryMessage(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True)
 
     id: UUID
-    # A reply's assistant; a user message's, the one it was addressed to.
-    assistant_id: str
+    # A reply's assistant; a user message's, the one it was addressed to first (null: posted
+    # to a shared chat only, answered by nobody).
+    assistant_id: str | None
     role: str
     # Who sent a user message: the chat's owner or a member (null for a reply).
     sender_id: UUID | None = None
@@ -89,7 +90,7 @@ def history_message(row: history_store.HistoryRow) -> HistoryMessage:
     metadata = row.metadata
     return HistoryMessage(
         id=row.id,
-        assistant_id=row.assistant_id,
+        assistant_id=row.assistant_id or None,
         role=row.role,
         sender_id=row.sender_id,
         content=row.content,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+import uuid
+from functools import partial
 from typing import Annotated
 from uuid import UUID
 
@@ -12,17 +14,18 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agent.assistants import Assistant
+from handlers.auth import AuthUser
 from handlers.deps import CurrentUser, TurnHostDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
 from infra.store import forks
-from infra.store.ids import ChatId, UserId, client_message_id
+from infra.store.ids import ChatId, MessageId, UserId, client_message_id
 from turns import cascade
 from turns.begun import begin
 from turns.routing import Addressees, NotInChat, TooManyAddressees, addressees, likely
-from turns.start import Strategy
-from turns.streaming import TurnHost, new_turn, stream_turn
+from turns.start import Strategy, post_to_chat
+from turns.streaming import TurnHost, new_turn, posted, stream_turn, turn_limits
 from turns.turn import Turn
 
 router = APIRouter()
@@ -55,61 +58,45 @@ class RespondRequest(BaseModel):
 )
 async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) -> StreamingResponse:
     started = time.perf_counter()
-    services = host.services
-    settings = services.settings
-    if len(body.content) > settings.max_content_chars:
-        raise ApiError(413, "content_too_large", "The message is too long.")
-    if not body.content.strip():
-        raise ApiError(422, "invalid_request", "content: must not be blank")
+    settings = host.services.settings
+    _check_content(body.content, settings.max_content_chars)
     chat_id = ChatId(body.chat_id)
-    user_message_id = (
+    message_id = (
         client_message_id(chat_id, body.user_message_id)
         if body.user_message_id is not None
-        else None
+        else MessageId(uuid.uuid4())
     )
-
-    def turn_of(assistant: Assistant, edit: forks.Edit | None = None) -> Turn:
-        return new_turn(
-            settings,
-            assistant,
-            user_id=user.id,
-            chat_id=chat_id,
-            content=body.content,
-            user_message_id=user_message_id,
-            edit=edit,
-        )
-
+    turn_of = partial(
+        new_turn,
+        settings,
+        user_id=user.id,
+        chat_id=chat_id,
+        content=body.content,
+        user_message_id=message_id,
+    )
     # Routing reads the chat; meanwhile the history of the likeliest first addressee loads,
     # which is the one that answers unless the chat's own default differs. An edit first reads
     # what it replaces.
     likeliest = likely(host.assistants, content=body.content, assistant_id=body.assistant_id)
     begun = begin(host, turn_of(likeliest)) if body.edit_of is None else None
     try:
-        route = await _addressees(host, body, chat_id, user.id)
+        route = await _addressees(host, body, chat_id, user)
     except BaseException:
         if begun is not None:
             begun.drop()
         raise
-    assistant = route.first
+    if not route.answering:
+        if begun is not None:
+            begun.drop()
+        return await _post(host, chat_id, user.id, message_id, body)
     further: dict[str, forks.Edit] = {}
-    if begun is not None and assistant.id == begun.turn.assistant_id:
+    if begun is not None and route.first.id == begun.turn.assistant_id:
         turn = begun.turn
     else:
         edit = None
         if body.edit_of is not None:
-            pool = await services.pool()
-            # Read under RLS first: they name the checkpoints the histories come from.
-            edit = await forks.edit_target(
-                pool,
-                user.claims,
-                chat_id=chat_id,
-                assistant_id=assistant.id,
-                message_id=body.edit_of,
-            )
-            further = await forks.further_edits(
-                pool, user.claims, chat_id=chat_id, message_id=body.edit_of
-            )
-        turn = turn_of(assistant, edit)
+            edit, further = await _edits(host, user, chat_id, route.first.id, body.edit_of)
+        turn = turn_of(route.first, edit=edit)
     turn = turn.model_copy(update={"assistant_names": route.names})
     if begun is not None:
         begun = begun.retarget(host, turn)
@@ -125,7 +112,7 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
         begun=begun,
     )
     if turn.edit is not None and route.names:
-        # In a chat of several assistants, other replies may have heard what the edit replaced.
+        # Where turns hear each other, other replies may have heard what the edit replaced.
         assert turn.user_message_id is not None
         cascade.request_later(
             host,
@@ -135,6 +122,42 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
             replacement=turn.user_message_id,
         )
     return event_stream(stream.events, turn=stream.turn)
+
+
+def _check_content(content: str, max_chars: int) -> None:
+    if len(content) > max_chars:
+        raise ApiError(413, "content_too_large", "The message is too long.")
+    if not content.strip():
+        raise ApiError(422, "invalid_request", "content: must not be blank")
+
+
+async def _post(
+    host: TurnHost, chat_id: ChatId, user_id: UserId, message_id: MessageId, body: RespondRequest
+) -> StreamingResponse:
+    """A message to a shared chat that names no assistant: stored for its people, answered by
+    nobody (turns/routing.py)."""
+    await post_to_chat(
+        await host.services.pool(),
+        chat_id=chat_id,
+        user_id=user_id,
+        message_id=message_id,
+        content=body.content,
+        turn_limits=turn_limits(host.services.settings),
+    )
+    return event_stream(posted(chat_id, message_id).events)
+
+
+async def _edits(
+    host: TurnHost, user: AuthUser, chat_id: ChatId, assistant_id: str, edit_of: UUID
+) -> tuple[forks.Edit, dict[str, forks.Edit]]:
+    """What an edit of `edit_of` forks: the first addressee's thread, and each further one's.
+    Read under RLS first: they name the checkpoints the histories come from."""
+    pool = await host.services.pool()
+    edit = await forks.edit_target(
+        pool, user.claims, chat_id=chat_id, assistant_id=assistant_id, message_id=edit_of
+    )
+    further = await forks.further_edits(pool, user.claims, chat_id=chat_id, message_id=edit_of)
+    return edit, further
 
 
 def _other_turns(
@@ -166,20 +189,28 @@ def _other_turns(
 
 
 async def _addressees(
-    host: TurnHost, body: RespondRequest, chat_id: ChatId, user_id: UserId
+    host: TurnHost, body: RespondRequest, chat_id: ChatId, user: AuthUser
 ) -> Addressees:
-    """Who answers the message, or the error that says why nobody can."""
+    """Who answers the message, or the error that says why nobody can. An edit that names
+    nobody in a shared chat goes where the message it replaces went."""
     settings = host.services.settings
+    pool = await host.services.pool()
     try:
-        return await addressees(
-            await host.services.pool(),
+        route = await addressees(
+            pool,
             host.assistants,
             chat_id=chat_id,
-            user_id=user_id,
+            user_id=user.id,
             content=body.content,
             assistant_id=body.assistant_id,
             max_per_message=settings.max_assistants_per_message,
         )
+        if route.answering or body.edit_of is None:
+            return route
+        edited = await forks.edited_assistant(
+            pool, user.claims, chat_id=chat_id, message_id=body.edit_of
+        )
+        return Addressees([host.assistants.pick(edited)], route.names)
     except NotInChat as exc:
         who = exc.assistant
         raise ApiError(

@@ -32,6 +32,7 @@ from infra.db import Conn, Pool
 from infra.store import admission, erased_turns, limits, messages, slots, steers
 from infra.store.access import Claims, act_as_service
 from infra.store.chats import ChatNotFound
+from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.jobs import CanceledJob, JobAlreadyActive
 from infra.store.limits import TurnLimits
 from infra.store.messages import ReplyStatus
@@ -137,6 +138,34 @@ async def _start(
             if canceled := await _start_other(conn, other, strategy, turn_limits.lease_s):
                 interrupted[other.assistant_id] = canceled
         return replace(slot, others_interrupted=interrupted)
+
+
+async def post_to_chat(
+    pool: Pool,
+    *,
+    chat_id: ChatId,
+    user_id: UserId,
+    message_id: MessageId,
+    content: str,
+    turn_limits: TurnLimits,
+) -> None:
+    """Store a message posted to a shared chat that names no assistant: no turn, no reply. It
+    counts against the sender's messages per minute as a turn does; ChatNotFound unless the
+    chat is the sender's or they are a member of it."""
+    async with pool.connection() as conn, conn.transaction():
+        await limits.admit(conn, user_id, "turns", limit=turn_limits.per_minute, count=1)
+        stored = await admission.store_user_message(
+            conn,
+            chat_id=chat_id,
+            assistant_id=admission.TO_CHAT,
+            message_id=message_id,
+            content=content,
+            user_id=user_id,
+            job_key="",
+            limits=turn_limits,
+        )
+        if not stored:
+            raise ChatNotFound(chat_id)
 
 
 def _request(turn: Turn) -> SlotRequest:

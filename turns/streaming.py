@@ -230,6 +230,15 @@ def _steered(turn: Turn, steered: SteeredJob) -> TurnStream:
     return _fixed([("metadata", metadata), ("handoff", handoff)])
 
 
+def posted(chat_id: ChatId, message_id: MessageId) -> TurnStream:
+    """The stream of a message posted to a shared chat that names no assistant: stored, and
+    answered by nobody."""
+    ids = {"chatId": str(chat_id), "userMessageId": str(message_id), "assistantMessageId": None}
+    return _fixed(
+        [("metadata", {**ids, "assistantId": None}), ("done", {**ids, "status": "posted"})]
+    )
+
+
 def _fixed(events: list[Event]) -> TurnStream:
     async def stream() -> AsyncIterator[Event]:
         for event in events:

@@ -15,6 +15,10 @@ from infra.store.limits import ACTIVE_TURNS_RETRY_S, TooManyActiveTurns, TurnLim
 from infra.store.messages import MessageMetadata
 from infra.store.statuses import SLOT_STATUSES, UNFINISHED_STATUSES, with_statuses
 
+# The `assistant_id` of a message posted to a shared chat that names no assistant: every
+# assistant of the chat hears it at its next turn (infra/store/public_messages.py), none answers.
+TO_CHAT = ""
+
 
 class DuplicateMessage(RuntimeError):
     """A message with this id already exists."""
@@ -100,9 +104,13 @@ async def store_user_message(
     slots, which the message cancels or joins, do not count; `erased_running`: the user's turns
     still running though their job was deleted. A message to several assistants records them all
     (`metadata.addressedTo`, in mention order). DuplicateMessage when the id is taken (a retried
-    send). With `stored`, the message exists already (a reply asked for again): only the chat and
-    the limit are checked."""
-    metadata: MessageMetadata = {"addressedTo": list(addressees)} if len(addressees) > 1 else {}
+    send). A message posted to a shared chat only (`assistant_id` TO_CHAT) starts no reply:
+    `metadata.addressedTo` is empty. With `stored`, the message exists already (a reply asked
+    for again): only the chat and the limit are checked."""
+    to_chat = assistant_id == TO_CHAT
+    metadata: MessageMetadata = (
+        {"addressedTo": list(addressees)} if len(addressees) > 1 or to_chat else {}
+    )
     params = {
         "chat_id": chat_id,
         "assistant_id": assistant_id,
@@ -112,7 +120,7 @@ async def store_user_message(
         "job_key": job_key,
         "lease_s": limits.lease_s,
         "replaced": list(replaced),
-        "replies": max(len(addressees), 1),
+        "replies": 0 if to_chat else max(len(addressees), 1),
         "metadata": Jsonb(metadata),
         "max_active": limits.max_active,
         "erased_running": erased_running,

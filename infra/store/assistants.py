@@ -34,12 +34,17 @@ select assistant_id, is_default from public.chat_assistant
 where chat_id = %s
 order by added_at, assistant_id
 """
-# As the service, one statement on the path of every message: the chat's assistants if `user_id`
-# owns it (one row of nulls: none written down), no row if not.
-OWNED_CHAT_ASSISTANTS_SQL = """
-select ca.assistant_id, ca.is_default from public.chat c
+# As the service, one statement on the path of every message: the chat's assistants and whether
+# it is shared (has members), if `user_id` owns it or is a member (one row of nulls for the
+# assistants: none written down), no row if not.
+CHAT_ROUTE_SQL = """
+select ca.assistant_id, ca.is_default,
+  exists (select 1 from public.chat_member m where m.chat_id = c.id) as shared
+from public.chat c
 left join public.chat_assistant ca on ca.chat_id = c.id
-where c.id = %s and c.user_id = %s
+where c.id = %(chat_id)s
+  and (c.user_id = %(user_id)s or exists (
+    select 1 from public.chat_member m where m.chat_id = c.id and m.user_id = %(user_id)s))
 order by ca.added_at, ca.assistant_id
 """
 LOCK_CHAT_SQL = "select 1 from public.chat where id = %s for no key update"
@@ -88,16 +93,27 @@ async def chat_assistants(conn: Conn, chat_id: ChatId, fallback: str) -> list[Ch
     return rows or [ChatAssistant(fallback, is_default=True)]
 
 
-async def owned_chat_assistants(
+@dataclass(frozen=True)
+class ChatRoute:
+    """What routing reads of a chat: its assistants, and whether people other than its owner
+    take part (then its assistants answer only those who name them)."""
+
+    assistants: list[ChatAssistant]
+    shared: bool
+
+
+async def chat_route(
     conn: Conn, chat_id: ChatId, user_id: UserId, fallback: str
-) -> list[ChatAssistant] | None:
-    """The chat's assistants as `chat_assistants` reads them, if `user_id` owns the chat; None
-    if not. Checks the owner itself: `conn` may act as the service."""
-    rows = await (await conn.execute(OWNED_CHAT_ASSISTANTS_SQL, (chat_id, user_id))).fetchall()
+) -> ChatRoute | None:
+    """The chat's assistants (as `chat_assistants` reads them) and whether it is shared, if
+    `user_id` owns it or is a member; None if not. Checks that itself: `conn` may act as the
+    service."""
+    params = {"chat_id": chat_id, "user_id": user_id}
+    rows = await (await conn.execute(CHAT_ROUTE_SQL, params)).fetchall()
     if not rows:
         return None
     written = [ChatAssistant(r["assistant_id"], r["is_default"]) for r in rows if r["assistant_id"]]
-    return written or [ChatAssistant(fallback, is_default=True)]
+    return ChatRoute(written or [ChatAssistant(fallback, is_default=True)], rows[0]["shared"])
 
 
 async def set_chat_assistants(

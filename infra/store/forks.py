@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 from agent.threads import thread_key
 from infra.db import Conn, Pool
 from infra.store.access import Claims, act_as_service, user_transaction
+from infra.store.admission import TO_CHAT
 from infra.store.chats import require_chat
 from infra.store.checkpoints import has_checkpoint
 from infra.store.ids import ChatId, MessageId
@@ -27,6 +28,10 @@ EDIT_TARGET_SQL = """
 select created_at, metadata from public.message
 where id = %(message_id)s and chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
   and role = 'user'
+"""
+EDITED_ASSISTANT_SQL = """
+select assistant_id from public.message
+where id = %(message_id)s and chat_id = %(chat_id)s and role = 'user'
 """
 # Under the user's RLS: the user message a reply of this assistant answers (or the message
 # itself, when it was addressed to this assistant, first or further), its text and first
@@ -117,6 +122,20 @@ async def edit_target(
         base = await _fork_base(conn, chat_id, assistant_id, row["metadata"]["checkpointId"])
     edited = MessageId(message_id)
     return Edit(edited, base, edited)
+
+
+async def edited_assistant(pool: Pool, claims: Claims, *, chat_id: ChatId, message_id: UUID) -> str:
+    """The assistant the user message `message_id` of the chat went to first, read under RLS:
+    an edit that names nobody goes there. EditTargetNotFound when there is no such message, and
+    NotEditable for a message posted to the chat only, which started no turn to fork."""
+    params = {"chat_id": chat_id, "message_id": message_id}
+    async with user_transaction(pool, claims) as conn:
+        row = await (await conn.execute(EDITED_ASSISTANT_SQL, params)).fetchone()
+    if row is None:
+        raise EditTargetNotFound(message_id)
+    if row["assistant_id"] == TO_CHAT:
+        raise NotEditable(message_id)
+    return str(row["assistant_id"])
 
 
 async def further_edits(
