@@ -63,7 +63,7 @@ export class Routes {
     return this.http.json(chatPath(chatId, `/history${query({ ...options })}`));
   }
 
-  cancel(chatId: string, assistantId?: string): Promise<{ canceled: boolean; assistantMessageId?: string }> {
+  cancel(chatId: string, assistantId?: string): Promise<{ canceled: boolean; assistantMessageId: string | null }> {
     return this.http.json(chatPath(chatId, '/cancel'), { method: 'POST', body: named(assistantId) });
   }
 
