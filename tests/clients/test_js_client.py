@@ -25,6 +25,12 @@ NODE_TIMEOUT_S = 90
 # Slow enough that a reply's quick path spans several draft writes (one per 250 ms at most),
 # so a page opened while it streams finds it half-written.
 TOKEN_DELAY_MS = "60"
+# Each Node test makes its own chats and turns, more in a minute than one person's limits allow.
+ROOMY_LIMITS = {
+    "MAX_CHATS_PER_MINUTE": "200",
+    "MAX_TURNS_PER_MINUTE": "200",
+    "MAX_ACTIVE_TURNS_PER_USER": "20",
+}
 
 
 def node_and_package() -> str:
@@ -107,6 +113,7 @@ async def test_the_package_follows_replies_against_handoff_dev(
             data_dir,
             SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS,
             DRAFT_TRANSPORT=transport,
+            **ROOMY_LIMITS,
         )
         started.append(server)
         report = await run_node_tests(node, server, data_dir, *SUITE)
