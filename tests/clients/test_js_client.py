@@ -96,7 +96,13 @@ async def run_node_tests(node: str, server: DevServer, data_dir: Path, *files: s
     return report
 
 
-SUITE = ("routes.test.mjs", "reply.test.mjs", "reload.test.mjs", "token.test.mjs")
+SUITE = (
+    "routes.test.mjs",
+    "reply.test.mjs",
+    "reload.test.mjs",
+    "token.test.mjs",
+    "ai-sdk.test.mjs",
+)
 
 
 @pytest.mark.timeout(180)
