@@ -1,0 +1,237 @@
+// A chat followed live: its `message` rows as Postgres Changes and its drafts (as
+// `message_draft` changes or `draft` broadcasts, whichever DRAFT_TRANSPORT the deployment uses:
+// both are listened to) on the chat's private channel `chat:<id>` (docs/realtime.md), on top of
+// the stored history. The history is loaded again whenever changes may have been missed: once
+// subscribed, at a draft seq gap, after the channel was lost or its token expired; and polled
+// while the channel is down. A server that stays unreachable past `serverGoneAfterMs` is said
+// to those following (`onGone`), who end with a typed error rather than wait for ever.
+
+import type { RealtimeChannel, SupabaseClient } from '@supabase/supabase-js';
+
+import { gone, HandoffError } from './errors.js';
+import type { Http } from './http.js';
+import type { ChatState, DraftChange, MessageRow } from './state.js';
+import type { ChatMessage, History } from './types.js';
+
+/** The part of a supabase-js client the package uses: Realtime's channels. */
+export type RealtimeHost = Pick<SupabaseClient<any, any, any>, 'channel' | 'removeChannel' | 'realtime'>;
+
+export type FeedStatus = 'connecting' | 'live' | 'down';
+
+export interface FeedListener {
+  /** Messages that changed (every message after a history load). */
+  changed(messages: ChatMessage[]): void;
+  status?(status: FeedStatus): void;
+  gone?(error: HandoffError): void;
+}
+
+export interface FeedOptions {
+  pollMs: number;
+  rejoinMs: number;
+  serverGoneAfterMs: number;
+}
+
+type Change = { kind: 'row'; row: MessageRow } | { kind: 'draft'; change: DraftChange };
+
+const TOKEN_PROBLEM = /expired|JWT|token/i;
+
+export class ChatFeed {
+  status: FeedStatus = 'connecting';
+  private closed = false;
+  private buffered: Change[] | null = [];
+  private catchingUp = false;
+  private channel: RealtimeChannel | null = null;
+  private joining: Promise<void> = Promise.resolve();
+  private generation = 0;
+  private lastContact = Date.now();
+  private readonly listeners = new Set<FeedListener>();
+  private readonly poller: ReturnType<typeof setInterval>;
+  private readonly stopTokens: () => void;
+  private loaded: Promise<void>;
+  private markLoaded!: () => void;
+
+  constructor(
+    private readonly http: Http,
+    private readonly supabase: RealtimeHost,
+    private readonly chatId: string,
+    private readonly state: ChatState,
+    private readonly options: FeedOptions,
+  ) {
+    this.loaded = new Promise((resolve) => (this.markLoaded = resolve));
+    this.poller = setInterval(() => this.poll(), options.pollMs);
+    this.stopTokens = http.onToken((token) => {
+      if (!this.closed) this.supabase.realtime.setAuth(token).catch(() => {});
+    });
+    this.subscribe();
+  }
+
+  /** Resolves once the history was loaded the first time (live or not). */
+  ready(): Promise<void> {
+    return this.loaded;
+  }
+
+  listen(listener: FeedListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearInterval(this.poller);
+    this.stopTokens();
+    await this.leave();
+  }
+
+  /** The history again, then the changes held back meanwhile. */
+  async refresh(): Promise<void> {
+    const history = await this.http.json<History>(`/api/chat/${this.chatId}/history`);
+    if (this.closed) return;
+    this.lastContact = Date.now();
+    this.state.history(history.messages);
+    const held = this.buffered ?? [];
+    this.buffered = null;
+    for (const change of held) this.apply(change, false);
+    this.emit(this.state.list());
+    this.markLoaded();
+  }
+
+  private emit(messages: ChatMessage[]): void {
+    if (!messages.length) return;
+    for (const listener of this.listeners) listener.changed(messages);
+  }
+
+  private setStatus(status: FeedStatus): void {
+    this.status = status;
+    for (const listener of this.listeners) listener.status?.(status);
+  }
+
+  private receive(change: Change): void {
+    if (this.closed) return;
+    if (this.buffered) this.buffered.push(change);
+    else this.apply(change, true);
+  }
+
+  private apply(change: Change, live: boolean): void {
+    const changed =
+      change.kind === 'row' ? this.state.row(change.row) : this.state.draft(change.change);
+    if (changed === 'gap') {
+      if (live) this.catchUp();
+      return;
+    }
+    if (changed && live) this.emit([this.state.get(changed.id) ?? changed]);
+  }
+
+  private catchUp(): void {
+    if (this.catchingUp || this.buffered || this.closed) return;
+    this.catchingUp = true;
+    this.buffered = [];
+    this.refresh()
+      .catch(() => this.flushOnFailure())
+      .finally(() => (this.catchingUp = false));
+  }
+
+  private flushOnFailure(): void {
+    // Changes held back for a history that did not come are not held for ever.
+    const held = this.buffered ?? [];
+    this.buffered = null;
+    for (const change of held) this.apply(change, true);
+  }
+
+  private poll(): void {
+    if (this.closed || this.status === 'live' || this.catchingUp) return;
+    this.refresh().catch(() => this.flushOnFailure());
+    const silentFor = Date.now() - this.lastContact;
+    if (silentFor > this.options.serverGoneAfterMs) {
+      const error = gone(`no answer for ${Math.round(silentFor / 1000)} s`);
+      for (const listener of this.listeners) listener.gone?.(error);
+    }
+  }
+
+  private down(): void {
+    if (this.closed) return;
+    this.setStatus('down');
+    this.buffered = null;
+  }
+
+  private async leave(): Promise<void> {
+    await this.joining.catch(() => {});
+    const channel = this.channel;
+    this.channel = null;
+    if (channel) await this.supabase.removeChannel(channel).catch(() => {});
+  }
+
+  private rejoinLater(generation: number, refreshToken: boolean): void {
+    setTimeout(async () => {
+      if (this.closed || generation !== this.generation) return;
+      if (refreshToken) await this.http.token(true).catch(() => {});
+      await this.leave();
+      if (!this.closed && generation === this.generation) this.subscribe();
+    }, this.options.rejoinMs);
+  }
+
+  private subscribe(): void {
+    const generation = ++this.generation;
+    this.buffered = [];
+    this.setStatus('connecting');
+    this.joining = this.join(generation).catch(() => {
+      this.down();
+      this.rejoinLater(generation, false);
+    });
+  }
+
+  private async join(generation: number): Promise<void> {
+    // The token first: the join carries it, so the channel is the user's from its first change.
+    await this.supabase.realtime.setAuth(await this.http.token());
+    if (this.closed || generation !== this.generation) return;
+    const filter = `chat_id=eq.${this.chatId}`;
+    const draftRow = (row: Record<string, any>): DraftChange => ({
+      messageId: row.message_id,
+      seq: row.seq,
+      after: null,
+      text: row.draft_content,
+    });
+    this.channel = this.supabase
+      .channel(`chat:${this.chatId}`, { config: { private: true } })
+      .on('postgres_changes', { event: '*', schema: 'public', table: 'message', filter }, (p) => {
+        if (p.new && 'id' in p.new) this.receive({ kind: 'row', row: p.new as MessageRow });
+      })
+      .on('postgres_changes', { event: '*', schema: 'public', table: 'message_draft', filter }, (p) => {
+        if (p.new && 'message_id' in p.new) this.receive({ kind: 'draft', change: draftRow(p.new) });
+      })
+      .on('broadcast', { event: 'draft' }, (message) => {
+        const d = message.payload as Partial<DraftChange> | undefined;
+        if (d && typeof d.messageId === 'string' && typeof d.seq === 'number') {
+          this.receive({ kind: 'draft', change: { after: null, text: '', ...d } as DraftChange });
+        }
+      })
+      .on('system', {}, (payload: { status?: string; message?: string }) => {
+        if (generation !== this.generation || payload.status !== 'error') return;
+        // The channel was ended (its token expired, the feed dropped it): changes may be
+        // missing; a new join, with a fresh token when it was the token, and the history.
+        this.down();
+        this.rejoinLater(generation, TOKEN_PROBLEM.test(payload.message ?? ''));
+      })
+      .subscribe((status, error) => this.onSubscribe(generation, status, error));
+  }
+
+  private onSubscribe(generation: number, status: string, error?: Error): void {
+    if (this.closed || generation !== this.generation) return;
+    if (status === 'SUBSCRIBED') {
+      this.lastContact = Date.now();
+      this.setStatus('live');
+      // Subscribed first, history second: nothing that happens in between is missed.
+      this.buffered = this.buffered ?? [];
+      this.refresh().catch(() => {
+        this.flushOnFailure();
+        this.markLoaded();
+      });
+    } else if (status === 'CHANNEL_ERROR' || status === 'TIMED_OUT') {
+      // The socket is gone (supabase-js reconnects and rejoins), or the join was refused.
+      this.down();
+      if (error && TOKEN_PROBLEM.test(error.message)) this.http.token(true).catch(() => {});
+    } else if (status === 'CLOSED') {
+      this.down();
+      this.rejoinLater(generation, false);
+    }
+  }
+}
