@@ -1,7 +1,8 @@
 // useHandoffChat: a chat's messages, the reply being written, the feed's status and the control
 // actions, for React (18+). In its own entry point (`@handoff/client/react`) so React stays
 // optional. A page that mounts while a reply is being written shows it continuing: the chat's
-// messages come from the history and Realtime, whoever sent the message.
+// messages come from the history and Realtime, whoever sent the message. In a shared chat it
+// holds the chat's people too, and the cards of an edit's cascade, with their actions.
 
 import { useCallback, useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 
@@ -9,7 +10,7 @@ import type { ChatSession, ChatSnapshot, SendOptions } from './chat.js';
 import type { HandoffClient } from './client.js';
 import { HandoffError } from './errors.js';
 import type { ReplyStream } from './events.js';
-import { type ChatMessage, isLive } from './types.js';
+import { type ChatMessage, type Member, type NewMember, type PendingCascade, isLive } from './types.js';
 
 export type ChatStatus = 'ready' | 'submitted' | 'streaming' | 'waiting' | 'error';
 
@@ -31,11 +32,21 @@ export interface UseHandoffChat {
   resume(instruction?: string): Promise<void>;
   approve(toolCallId: string, approved: boolean, note?: string): Promise<void>;
   answer(questionId: string, answer: string): Promise<void>;
+  /** The chat's owner and members (null until loaded, or when they could not be). */
+  members: Member[] | null;
+  /** Adds an existing user (the owner's): the list follows. */
+  addMember(who: NewMember): Promise<void>;
+  /** Removes a member, or leaves (one's own id): the list follows. */
+  removeMember(userId: string): Promise<void>;
+  /** The cascades' cards that wait for the editor's decision. */
+  cascades: PendingCascade[];
+  decideCascade(cascadeId: string, approved: boolean): Promise<void>;
+  cancelCascade(cascadeId: string): Promise<void>;
   /** The chat itself, for what the hook does not wrap. */
   chat: ChatSession;
 }
 
-const EMPTY: ChatSnapshot = { messages: [], status: 'connecting' };
+const EMPTY: ChatSnapshot = { messages: [], status: 'connecting', cascades: [] };
 
 export function useHandoffChat(client: HandoffClient, chatId: string): UseHandoffChat {
   // The chat followed while mounted: closed on unmount, opened again on a remount (React's
@@ -58,6 +69,15 @@ export function useHandoffChat(client: HandoffClient, chatId: string): UseHandof
     mounted.current = true;
     return () => void (mounted.current = false);
   }, []);
+  const [members, setMembers] = useState<Member[] | null>(null);
+  const loadMembers = useCallback(async () => {
+    const listed = await chat.members();
+    if (mounted.current) setMembers(listed);
+  }, [chat]);
+  useEffect(() => {
+    setMembers(null);
+    loadMembers().catch(() => {});
+  }, [loadMembers]);
 
   const run = useCallback(async (replies: ReplyStream) => {
     setError(null);
@@ -104,6 +124,17 @@ export function useHandoffChat(client: HandoffClient, chatId: string): UseHandof
     resume: (instruction) => act(() => chat.resume({ ...(instruction ? { instruction } : {}), ...(assistantId ? { assistantId } : {}) })),
     approve: (toolCallId, approved, note) => act(() => chat.approve(toolCallId, approved, note)),
     answer: (questionId, answer) => act(() => chat.answer(questionId, answer)),
+    members,
+    addMember: (who) => act(async () => (await chat.addMember(who), await loadMembers())),
+    removeMember: (userId) =>
+      act(async () => {
+        await chat.removeMember(userId);
+        // One who left reads the chat no more: no list then.
+        await loadMembers().catch(() => mounted.current && setMembers(null));
+      }),
+    cascades: snapshot.cascades,
+    decideCascade: (cascadeId, approved) => act(() => chat.decideCascade(cascadeId, approved)),
+    cancelCascade: (cascadeId) => act(() => chat.cancelCascade(cascadeId)),
     chat,
   };
 }
