@@ -12,6 +12,8 @@ import { makeClient, newChat, sleep, stored } from './support.mjs';
 const window = new Window({ url: 'http://localhost/' });
 globalThis.window = window;
 globalThis.document = window.document;
+// Node 20 has no navigator, which react-dom reads (Node 21+ has one: left as it is).
+if (!('navigator' in globalThis)) globalThis.navigator = window.navigator;
 
 const { createElement: h } = await import('react');
 const { createRoot } = await import('react-dom/client');
