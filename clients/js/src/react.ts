@@ -48,6 +48,39 @@ export interface UseHandoffChat {
 
 const EMPTY: ChatSnapshot = { messages: [], status: 'connecting', cascades: [] };
 
+/** The chat's people, loaded on mount and again by `loadMembers`. */
+function useMembers(chat: ChatSession, mounted: { current: boolean }) {
+  const [members, setMembers] = useState<Member[] | null>(null);
+  const loadMembers = useCallback(async () => {
+    const listed = await chat.members();
+    if (mounted.current) setMembers(listed);
+  }, [chat, mounted]);
+  useEffect(() => {
+    setMembers(null);
+    loadMembers().catch(() => {});
+  }, [loadMembers]);
+  return { members, loadMembers, setMembers };
+}
+
+type Controls = Pick<
+  UseHandoffChat,
+  'stop' | 'pause' | 'resume' | 'approve' | 'answer' | 'decideCascade' | 'cancelCascade'
+>;
+
+/** The chat's control actions, a refusal kept as the hook's `error`; `assistantId`: the running
+ * reply's, whose turn stop, pause and resume act on. */
+function controls(chat: ChatSession, act: (action: () => Promise<unknown>) => Promise<void>, assistantId?: string): Controls {
+  return {
+    stop: () => act(() => chat.cancel(assistantId)),
+    pause: () => act(() => chat.pause(assistantId)),
+    resume: (instruction) => act(() => chat.resume({ ...(instruction ? { instruction } : {}), ...(assistantId ? { assistantId } : {}) })),
+    approve: (toolCallId, approved, note) => act(() => chat.approve(toolCallId, approved, note)),
+    answer: (questionId, answer) => act(() => chat.answer(questionId, answer)),
+    decideCascade: (cascadeId, approved) => act(() => chat.decideCascade(cascadeId, approved)),
+    cancelCascade: (cascadeId) => act(() => chat.cancelCascade(cascadeId)),
+  };
+}
+
 export function useHandoffChat(client: HandoffClient, chatId: string): UseHandoffChat {
   // The chat followed while mounted: closed on unmount, opened again on a remount (React's
   // strict mode mounts twice), a new chatId a new session.
@@ -69,15 +102,7 @@ export function useHandoffChat(client: HandoffClient, chatId: string): UseHandof
     mounted.current = true;
     return () => void (mounted.current = false);
   }, []);
-  const [members, setMembers] = useState<Member[] | null>(null);
-  const loadMembers = useCallback(async () => {
-    const listed = await chat.members();
-    if (mounted.current) setMembers(listed);
-  }, [chat]);
-  useEffect(() => {
-    setMembers(null);
-    loadMembers().catch(() => {});
-  }, [loadMembers]);
+  const { members, loadMembers, setMembers } = useMembers(chat, mounted);
 
   const run = useCallback(async (replies: ReplyStream) => {
     setError(null);
@@ -99,17 +124,14 @@ export function useHandoffChat(client: HandoffClient, chatId: string): UseHandof
   );
   const waiting = reply && ['awaiting_approval', 'awaiting_input', 'paused'].includes(reply.status);
   const status: ChatStatus = submitted && !reply ? 'submitted' : reply ? (waiting ? 'waiting' : 'streaming') : error ? 'error' : 'ready';
-  const act = useCallback(
-    async (action: () => Promise<unknown>) => {
-      try {
-        await action();
-      } catch (failure) {
-        if (failure instanceof HandoffError && mounted.current) setError(failure);
-        else throw failure;
-      }
-    },
-    [],
-  );
+  const act = useCallback(async (action: () => Promise<unknown>) => {
+    try {
+      await action();
+    } catch (failure) {
+      if (failure instanceof HandoffError && mounted.current) setError(failure);
+      else throw failure;
+    }
+  }, []);
   const assistantId = reply?.assistantId ?? undefined;
   return {
     messages: snapshot.messages,
@@ -119,22 +141,13 @@ export function useHandoffChat(client: HandoffClient, chatId: string): UseHandof
     error,
     send: (content, options) => run(chat.send(content, options)),
     regenerate: (messageId, options) => run(chat.regenerate(messageId, options)),
-    stop: () => act(() => chat.cancel(assistantId)),
-    pause: () => act(() => chat.pause(assistantId)),
-    resume: (instruction) => act(() => chat.resume({ ...(instruction ? { instruction } : {}), ...(assistantId ? { assistantId } : {}) })),
-    approve: (toolCallId, approved, note) => act(() => chat.approve(toolCallId, approved, note)),
-    answer: (questionId, answer) => act(() => chat.answer(questionId, answer)),
+    ...controls(chat, act, assistantId),
     members,
     addMember: (who) => act(async () => (await chat.addMember(who), await loadMembers())),
+    // One who left reads the chat no more: no list then.
     removeMember: (userId) =>
-      act(async () => {
-        await chat.removeMember(userId);
-        // One who left reads the chat no more: no list then.
-        await loadMembers().catch(() => mounted.current && setMembers(null));
-      }),
+      act(() => chat.removeMember(userId).then(() => loadMembers().catch(() => mounted.current && setMembers(null)))),
     cascades: snapshot.cascades,
-    decideCascade: (cascadeId, approved) => act(() => chat.decideCascade(cascadeId, approved)),
-    cancelCascade: (cascadeId) => act(() => chat.cancelCascade(cascadeId)),
     chat,
   };
 }
