@@ -1,7 +1,9 @@
 """The JavaScript client (clients/js/) against a real `handoff dev`: this test starts the command
 as a person does and runs the package's own tests (`node --test`, on its built `dist/`) with the
 server's URL, the banner's token and the secret its tokens are signed with (to make ones that
-expire mid-reply). One server per draft transport, since a frontend must follow either; a last
+expire mid-reply). One server per draft transport, since a frontend must follow either; one
+for shared chats (two more users, made here as Supabase Auth would have them), an edit's
+cascade (CASCADE_LIMIT 1, so that its card waits) and the React hook rendered in a DOM; a last
 run stops the server under a followed reply, which must end with a typed error.
 
 `.ci/run` installs the package's locked dependencies and builds it; elsewhere the test builds it
@@ -14,11 +16,13 @@ import asyncio
 import os
 import re
 import shutil
+import uuid
 from pathlib import Path
 
 import pytest
 
 from tests.dev_server import DevServer, dev_servers, start_handoff_dev
+from tests.support import execute
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "clients" / "js"
@@ -62,10 +66,29 @@ async def build(node: str) -> None:
     assert child.returncode == 0, out.decode()
 
 
-async def run_node_tests(node: str, server: DevServer, data_dir: Path, *files: str) -> str:
+ADD_USER_SQL = "insert into auth.users (id, email) values (%s, %s)"
+
+
+async def new_users(database_url: str, count: int) -> dict[str, str]:
+    """`count` users besides the demo user, as Supabase Auth would have made them: their ids
+    and e-mails for the Node tests (HANDOFF_USER_<n>_ID, HANDOFF_USER_<n>_EMAIL)."""
+    env = {}
+    for n in range(1, count + 1):
+        user_id = uuid.uuid4()
+        email = f"Member-{user_id}@Test.example"
+        await execute(database_url, ADD_USER_SQL, user_id, email)
+        env[f"HANDOFF_USER_{n}_ID"] = str(user_id)
+        env[f"HANDOFF_USER_{n}_EMAIL"] = email
+    return env
+
+
+async def run_node_tests(
+    node: str, server: DevServer, data_dir: Path, *files: str, **extra_env: str
+) -> str:
     """`node --test` on `files` (under clients/js/test/) against `server`; its output."""
     env = {
         **os.environ,
+        **extra_env,
         "HANDOFF_URL": server.origin,
         "HANDOFF_TOKEN": server.token,
         "HANDOFF_JWT_SECRET": (data_dir / "jwt-secret").read_text().strip(),
@@ -126,6 +149,33 @@ async def test_the_package_follows_replies_against_handoff_dev(
         report = await run_node_tests(node, server, data_dir, *SUITE)
         assert await server.stop() == 0
     assert re.search(r"^\S+ fail 0$", report, re.MULTILINE), report
+
+
+SHARED_SUITE = ("shared.test.mjs", "cascade.test.mjs", "react.test.mjs")
+
+
+@pytest.mark.timeout(150)
+async def test_the_package_follows_shared_chats_cascades_and_the_react_hook(
+    logical_database_url: str, tmp_path: Path
+) -> None:
+    node = node_and_package()
+    await build(node)
+    data_dir = tmp_path / "dev"
+    async with dev_servers() as started:
+        server = await start_handoff_dev(
+            logical_database_url,
+            data_dir,
+            SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS,
+            CASCADE_LIMIT="1",
+            MAX_MEMBERS_PER_CHAT="1",
+            **ROOMY_LIMITS,
+        )
+        started.append(server)
+        users = await new_users(logical_database_url, 2)
+        report = await run_node_tests(node, server, data_dir, *SHARED_SUITE, **users)
+        assert await server.stop() == 0
+    assert re.search(r"^\S+ fail 0$", report, re.MULTILINE), report
+    assert re.search(r"^\S+ pass [1-9]", report, re.MULTILINE), report
 
 
 @pytest.mark.timeout(120)

@@ -79,8 +79,13 @@ function chunks(replies: ReplyStream, knownId?: string): ReadableStream<UIMessag
       controller.close();
       return true;
     }
+    if (event.type === 'posted') {
+      // Posted to a shared chat only: no reply, so no assistant message.
+      controller.close();
+      return true;
+    }
     if (event.type === 'metadata') {
-      begin(event.metadata.assistantMessageId, controller);
+      if (event.metadata.assistantMessageId) begin(event.metadata.assistantMessageId, controller);
       return false;
     }
     begin(knownId ?? event.messageId, controller);

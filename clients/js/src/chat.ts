@@ -9,7 +9,15 @@ import type { Http } from './http.js';
 import { type RespondBody, Routes } from './routes.js';
 import { readSse } from './sse.js';
 import { ChatState } from './state.js';
-import { type ChatMessage, type Metadata, type MessageStatus, isEnded, isLive } from './types.js';
+import {
+  type ChatMessage,
+  type Metadata,
+  type MessageStatus,
+  type NewMember,
+  type PendingCascade,
+  isEnded,
+  isLive,
+} from './types.js';
 
 export interface SendOptions {
   /** The assistant to answer (none: the @-mentioned ones, else the chat's default). */
@@ -25,6 +33,8 @@ export interface SendOptions {
 export interface ChatSnapshot {
   messages: ChatMessage[];
   status: FeedStatus;
+  /** The cards of the chat's cascades that wait for the editor (`decideCascade`). */
+  cascades: PendingCascade[];
 }
 
 function stateKey(message: ChatMessage): string {
@@ -47,6 +57,7 @@ export class ChatSession {
     this.feed.listen({
       changed: () => this.notify(),
       status: () => this.notify(),
+      loaded: () => this.notify(),
     });
   }
 
@@ -63,8 +74,18 @@ export class ChatSession {
   /** The messages as shown now, and the feed's status: the same object until something
    * changes (for React's useSyncExternalStore). */
   snapshot(): ChatSnapshot {
-    this.snapshotCache ??= { messages: this.state.list(), status: this.feed.status };
+    this.snapshotCache ??= {
+      messages: this.state.list(),
+      status: this.feed.status,
+      cascades: [...this.state.cascades],
+    };
     return this.snapshotCache;
+  }
+
+  /** A message held, shown or not (a replaced one is `stale`, out of `messages`). */
+  message(id: string): ChatMessage | undefined {
+    const message = this.state.get(id);
+    return message && { ...message };
   }
 
   get messages(): ChatMessage[] {
@@ -135,6 +156,10 @@ export class ChatSession {
           yield { type: 'metadata', metadata };
         } else if (!metadata) {
           continue;
+        } else if (metadata.assistantMessageId === null) {
+          // Posted to a shared chat only: stored once `metadata` said so; nobody answers.
+          if (event === 'error') throw new HandoffError(0, String(d.code), String(d.message));
+          if (event === 'done') break;
         } else if (event === 'token' && typeof d.text === 'string' && d.text) {
           text = this.state.token(metadata.assistantMessageId, d.text).text;
           this.notify();
@@ -166,6 +191,11 @@ export class ChatSession {
       // The stream was cut (the connection, the server): the reply may still go on.
     }
     if (!metadata) throw gone('the stream ended before it began');
+    if (metadata.assistantMessageId === null) {
+      const id = metadata.userMessageId;
+      yield { type: 'posted', messageId: id, message: { ...this.state.get(id)! } };
+      return;
+    }
     // Ended without saying how: the stored reply says, if the server is still there.
     yield* this.follow(metadata.assistantMessageId, { signal, shown: text });
   }
@@ -227,5 +257,34 @@ export class ChatSession {
   }
   answer(questionId: string, answer: string) {
     return this.routes.answer(this.chatId, questionId, answer);
+  }
+
+  // Its people (docs/api.md#shared-chats).
+  members() {
+    return this.routes.members(this.chatId);
+  }
+  addMember(who: NewMember) {
+    return this.routes.addMember(this.chatId, who);
+  }
+  removeMember(userId: string) {
+    return this.routes.removeMember(this.chatId, userId);
+  }
+
+  /** Answers a cascade's card; the card leaves the snapshot, and the chat is watched for what
+   * the cascade does next. */
+  async decideCascade(cascadeId: string, approved: boolean) {
+    const decided = await this.routes.decideCascade(this.chatId, cascadeId, approved);
+    this.dropCard(cascadeId);
+    return decided;
+  }
+  async cancelCascade(cascadeId: string) {
+    const canceled = await this.routes.cancelCascade(this.chatId, cascadeId);
+    this.dropCard(cascadeId);
+    return canceled;
+  }
+  private dropCard(cascadeId: string): void {
+    this.state.cascades = this.state.cascades.filter((card) => card.id !== cascadeId);
+    this.notify();
+    this.feed.watchCascades();
   }
 }

@@ -15,6 +15,9 @@ export type ReplyEvent =
   | { type: 'handoff'; messageId: string; status: string; eventId?: string }
   /** The reply's stored state changed: status, tool progress, a pending approval or question. */
   | { type: 'update'; messageId: string; message: ChatMessage }
+  /** The message was posted to a shared chat only (it named no assistant): stored, answered
+   * by nobody. The stream's last event; no reply follows. */
+  | { type: 'posted'; messageId: string; message: ChatMessage }
   /** The reply ended (completed, canceled or error; `error`: what the stream said went wrong). */
   | {
       type: 'finish';

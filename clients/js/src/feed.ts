@@ -4,14 +4,16 @@
 // the stored history. The history is loaded again whenever changes may have been missed: once
 // subscribed, at a draft seq gap, after the channel was lost or its token expired; and polled
 // while the channel is down. A server that stays unreachable past `serverGoneAfterMs` is said
-// to those following (`onGone`), who end with a typed error rather than wait for ever.
+// to those following (`onGone`), who end with a typed error rather than wait for ever. An
+// edit's cascade is not on the channel (only its messages are): while one may be under way, the
+// history, which lists its cards, is polled until a card waits or the chat is quiet.
 
 import type { RealtimeChannel, SupabaseClient } from '@supabase/supabase-js';
 
 import { gone, HandoffError } from './errors.js';
 import type { Http } from './http.js';
 import type { ChatState, DraftChange, MessageRow } from './state.js';
-import type { ChatMessage, History } from './types.js';
+import { type ChatMessage, type History, isLive } from './types.js';
 
 /** The part of a supabase-js client the package uses: Realtime's channels. */
 export type RealtimeHost = Pick<SupabaseClient<any, any, any>, 'channel' | 'removeChannel' | 'realtime'>;
@@ -23,6 +25,8 @@ export interface FeedListener {
   changed(messages: ChatMessage[]): void;
   status?(status: FeedStatus): void;
   gone?(error: HandoffError): void;
+  /** The history was loaded (the cascades' cards with it). */
+  loaded?(): void;
 }
 
 export interface FeedOptions {
@@ -34,6 +38,13 @@ export interface FeedOptions {
 type Change = { kind: 'row'; row: MessageRow } | { kind: 'draft'; change: DraftChange };
 
 const TOKEN_PROBLEM = /expired|JWT|token/i;
+// History loads in a row, with no reply running and nothing changed, after which a cascade
+// watch ends: a cascade starts its next regeneration or asks within a step's round trip.
+const QUIET_LOADS = 3;
+
+/** A row that says an edit's cascade may be under way: a message replaced, or left as it was. */
+const cascading = (change: Change): boolean =>
+  change.kind === 'row' && Boolean(change.row.metadata?.replacedBy || change.row.metadata?.cascade);
 
 export class ChatFeed {
   status: FeedStatus = 'connecting';
@@ -49,6 +60,7 @@ export class ChatFeed {
   private readonly stopTokens: () => void;
   private loaded: Promise<void>;
   private markLoaded!: () => void;
+  private watch: { timer: ReturnType<typeof setTimeout> | null; quiet: number; seen: string } | null = null;
 
   constructor(
     private readonly http: Http,
@@ -78,6 +90,8 @@ export class ChatFeed {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.poller);
+    if (this.watch?.timer) clearTimeout(this.watch.timer);
+    this.watch = null;
     this.stopTokens();
     await this.leave();
   }
@@ -87,12 +101,37 @@ export class ChatFeed {
     const history = await this.http.json<History>(`/api/chat/${this.chatId}/history`);
     if (this.closed) return;
     this.lastContact = Date.now();
-    this.state.history(history.messages);
+    this.state.history(history.messages, history.pendingCascades ?? []);
     const held = this.buffered ?? [];
     this.buffered = null;
     for (const change of held) this.apply(change, false);
     this.emit(this.state.list());
+    for (const listener of this.listeners) listener.loaded?.();
     this.markLoaded();
+  }
+
+  /** Polls the history while an edit's cascade may be under way (its cards are not on the
+   * channel): until a card waits, or the chat has stayed quiet for QUIET_LOADS loads. */
+  watchCascades(): void {
+    if (this.closed) return;
+    if (this.watch) {
+      this.watch.quiet = 0;
+      return;
+    }
+    const watch = { timer: null as ReturnType<typeof setTimeout> | null, quiet: 0, seen: '' };
+    this.watch = watch;
+    const tick = async () => {
+      await this.refresh().catch(() => {});
+      if (this.watch !== watch) return;
+      const messages = this.state.list();
+      const now = JSON.stringify(messages.map((m) => [m.id, m.status, m.replacedBy, m.cascade]));
+      const busy = now !== watch.seen || messages.some((m) => m.role === 'assistant' && isLive(m.status));
+      watch.seen = now;
+      watch.quiet = busy ? 0 : watch.quiet + 1;
+      if (this.state.cascades.length || watch.quiet >= QUIET_LOADS) this.watch = null;
+      else watch.timer = setTimeout(tick, this.options.pollMs);
+    };
+    watch.timer = setTimeout(tick, this.options.pollMs);
   }
 
   private emit(messages: ChatMessage[]): void {
@@ -112,6 +151,7 @@ export class ChatFeed {
   }
 
   private apply(change: Change, live: boolean): void {
+    if (live && cascading(change)) this.watchCascades();
     const changed =
       change.kind === 'row' ? this.state.row(change.row) : this.state.draft(change.change);
     if (changed === 'gap') {

@@ -1,7 +1,8 @@
 // useHandoffChat: a chat's messages, the reply being written, the feed's status and the control
 // actions, for React (18+). In its own entry point (`@handoff/client/react`) so React stays
 // optional. A page that mounts while a reply is being written shows it continuing: the chat's
-// messages come from the history and Realtime, whoever sent the message.
+// messages come from the history and Realtime, whoever sent the message. In a shared chat it
+// holds the chat's people too, and the cards of an edit's cascade, with their actions.
 
 import { useCallback, useEffect, useMemo, useRef, useState, useSyncExternalStore } from 'react';
 
@@ -9,7 +10,7 @@ import type { ChatSession, ChatSnapshot, SendOptions } from './chat.js';
 import type { HandoffClient } from './client.js';
 import { HandoffError } from './errors.js';
 import type { ReplyStream } from './events.js';
-import { type ChatMessage, isLive } from './types.js';
+import { type ChatMessage, type Member, type NewMember, type PendingCascade, isLive } from './types.js';
 
 export type ChatStatus = 'ready' | 'submitted' | 'streaming' | 'waiting' | 'error';
 
@@ -31,11 +32,54 @@ export interface UseHandoffChat {
   resume(instruction?: string): Promise<void>;
   approve(toolCallId: string, approved: boolean, note?: string): Promise<void>;
   answer(questionId: string, answer: string): Promise<void>;
+  /** The chat's owner and members (null until loaded, or when they could not be). */
+  members: Member[] | null;
+  /** Adds an existing user (the owner's): the list follows. */
+  addMember(who: NewMember): Promise<void>;
+  /** Removes a member, or leaves (one's own id): the list follows. */
+  removeMember(userId: string): Promise<void>;
+  /** The cascades' cards that wait for the editor's decision. */
+  cascades: PendingCascade[];
+  decideCascade(cascadeId: string, approved: boolean): Promise<void>;
+  cancelCascade(cascadeId: string): Promise<void>;
   /** The chat itself, for what the hook does not wrap. */
   chat: ChatSession;
 }
 
-const EMPTY: ChatSnapshot = { messages: [], status: 'connecting' };
+const EMPTY: ChatSnapshot = { messages: [], status: 'connecting', cascades: [] };
+
+/** The chat's people, loaded on mount and again by `loadMembers`. */
+function useMembers(chat: ChatSession, mounted: { current: boolean }) {
+  const [members, setMembers] = useState<Member[] | null>(null);
+  const loadMembers = useCallback(async () => {
+    const listed = await chat.members();
+    if (mounted.current) setMembers(listed);
+  }, [chat, mounted]);
+  useEffect(() => {
+    setMembers(null);
+    loadMembers().catch(() => {});
+  }, [loadMembers]);
+  return { members, loadMembers, setMembers };
+}
+
+type Controls = Pick<
+  UseHandoffChat,
+  'stop' | 'pause' | 'resume' | 'approve' | 'answer' | 'decideCascade' | 'cancelCascade'
+>;
+
+/** The chat's control actions, a refusal kept as the hook's `error`; `assistantId`: the running
+ * reply's, whose turn stop, pause and resume act on. */
+function controls(chat: ChatSession, act: (action: () => Promise<unknown>) => Promise<void>, assistantId?: string): Controls {
+  return {
+    stop: () => act(() => chat.cancel(assistantId)),
+    pause: () => act(() => chat.pause(assistantId)),
+    resume: (instruction) => act(() => chat.resume({ ...(instruction ? { instruction } : {}), ...(assistantId ? { assistantId } : {}) })),
+    approve: (toolCallId, approved, note) => act(() => chat.approve(toolCallId, approved, note)),
+    answer: (questionId, answer) => act(() => chat.answer(questionId, answer)),
+    decideCascade: (cascadeId, approved) => act(() => chat.decideCascade(cascadeId, approved)),
+    cancelCascade: (cascadeId) => act(() => chat.cancelCascade(cascadeId)),
+  };
+}
 
 export function useHandoffChat(client: HandoffClient, chatId: string): UseHandoffChat {
   // The chat followed while mounted: closed on unmount, opened again on a remount (React's
@@ -58,6 +102,7 @@ export function useHandoffChat(client: HandoffClient, chatId: string): UseHandof
     mounted.current = true;
     return () => void (mounted.current = false);
   }, []);
+  const { members, loadMembers, setMembers } = useMembers(chat, mounted);
 
   const run = useCallback(async (replies: ReplyStream) => {
     setError(null);
@@ -79,17 +124,14 @@ export function useHandoffChat(client: HandoffClient, chatId: string): UseHandof
   );
   const waiting = reply && ['awaiting_approval', 'awaiting_input', 'paused'].includes(reply.status);
   const status: ChatStatus = submitted && !reply ? 'submitted' : reply ? (waiting ? 'waiting' : 'streaming') : error ? 'error' : 'ready';
-  const act = useCallback(
-    async (action: () => Promise<unknown>) => {
-      try {
-        await action();
-      } catch (failure) {
-        if (failure instanceof HandoffError && mounted.current) setError(failure);
-        else throw failure;
-      }
-    },
-    [],
-  );
+  const act = useCallback(async (action: () => Promise<unknown>) => {
+    try {
+      await action();
+    } catch (failure) {
+      if (failure instanceof HandoffError && mounted.current) setError(failure);
+      else throw failure;
+    }
+  }, []);
   const assistantId = reply?.assistantId ?? undefined;
   return {
     messages: snapshot.messages,
@@ -99,11 +141,13 @@ export function useHandoffChat(client: HandoffClient, chatId: string): UseHandof
     error,
     send: (content, options) => run(chat.send(content, options)),
     regenerate: (messageId, options) => run(chat.regenerate(messageId, options)),
-    stop: () => act(() => chat.cancel(assistantId)),
-    pause: () => act(() => chat.pause(assistantId)),
-    resume: (instruction) => act(() => chat.resume({ ...(instruction ? { instruction } : {}), ...(assistantId ? { assistantId } : {}) })),
-    approve: (toolCallId, approved, note) => act(() => chat.approve(toolCallId, approved, note)),
-    answer: (questionId, answer) => act(() => chat.answer(questionId, answer)),
+    ...controls(chat, act, assistantId),
+    members,
+    addMember: (who) => act(async () => (await chat.addMember(who), await loadMembers())),
+    // One who left reads the chat no more: no list then.
+    removeMember: (userId) =>
+      act(() => chat.removeMember(userId).then(() => loadMembers().catch(() => mounted.current && setMembers(null)))),
+    cascades: snapshot.cascades,
     chat,
   };
 }

@@ -5,11 +5,13 @@ import type { Http } from './http.js';
 import type {
   Assistant,
   Branches,
+  CascadeDecision,
   Chat,
   ChatAssistant,
   History,
   Member,
   MultitaskStrategy,
+  NewMember,
 } from './types.js';
 
 export interface RespondBody {
@@ -141,17 +143,39 @@ export class Routes {
     return this.http.json('/api/usage');
   }
 
-  // Shared chats (`/api/chats/{chatId}/members`): for a server that has them; the answers are
-  // passed on as the server gives them.
-  members(chatId: string): Promise<{ members: Member[] }> {
-    return this.http.json(`/api/chats/${id(chatId)}/members`);
+  // Shared chats (docs/api.md#shared-chats).
+
+  /** The chat's owner first, then its members as they joined; for anyone in the chat. */
+  async members(chatId: string): Promise<Member[]> {
+    return (await this.http.json<{ members: Member[] }>(`/api/chats/${id(chatId)}/members`)).members;
   }
 
-  addMember(chatId: string, body: Record<string, unknown>): Promise<unknown> {
+  /** Adds an existing user, by id or e-mail, to the caller's chat (the owner's alone): the
+   * member, whether just added or already in it. 404 `chat_or_user_not_found` for a chat not
+   * the caller's and for an unknown user alike; 422 `too_many_members`. */
+  addMember(chatId: string, who: NewMember): Promise<Member> {
+    const body = who.userId !== undefined ? { userId: who.userId } : { email: who.email };
     return this.http.json(`/api/chats/${id(chatId)}/members`, { method: 'POST', body });
   }
 
-  removeMember(chatId: string, userId: string): Promise<unknown> {
-    return this.http.json(`/api/chats/${id(chatId)}/members/${id(userId)}`, { method: 'DELETE' });
+  /** Removes a member (the owner), or leaves (a member removing themself). 403
+   * `not_chat_owner`, 409 `owner_stays`, 404 `member_not_found`. */
+  async removeMember(chatId: string, userId: string): Promise<void> {
+    await this.http.json(`/api/chats/${id(chatId)}/members/${id(userId)}`, { method: 'DELETE' });
+  }
+
+  // An edit's cascade (docs/conversation-control.md#cascading-regeneration).
+
+  /** Answers a cascade's card: approved, it regenerates the next batch; declined, the rest
+   * stay as they are. 404 `cascade_not_found`, 409 `cascade_already_decided`. */
+  decideCascade(chatId: string, cascadeId: string, approved: boolean): Promise<CascadeDecision> {
+    const path = chatPath(chatId, `/cascades/${id(cascadeId)}/decision`);
+    return this.http.json(path, { method: 'POST', body: { approved } });
+  }
+
+  /** Stops a cascade before its next regeneration. 404 `cascade_not_found` unless it runs or
+   * waits. */
+  cancelCascade(chatId: string, cascadeId: string): Promise<{ cascadeId: string; canceled: boolean }> {
+    return this.http.json(chatPath(chatId, `/cascades/${id(cascadeId)}/cancel`), { method: 'POST', body: {} });
   }
 }

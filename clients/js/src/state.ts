@@ -3,9 +3,17 @@
 // respond stream change them. Each source may be behind another; the rules keep the newest:
 // drafts only move forward by seq, a reply that ended never steps back to running, and a reply
 // this client streams shows the longest text any source has (drafts and the stream are
-// prefixes of the same growing text).
+// prefixes of the same growing text). A message that goes off the active branch (replaced by an
+// edit, a regeneration, a cascade) is kept, `stale`, but left out of the list shown.
 
-import { type ChatMessage, type HistoryMessage, type MessageStatus, isEnded, isLive } from './types.js';
+import {
+  type ChatMessage,
+  type HistoryMessage,
+  type MessageStatus,
+  type PendingCascade,
+  isEnded,
+  isLive,
+} from './types.js';
 
 interface Held extends ChatMessage {
   streamed: string | null;
@@ -19,6 +27,7 @@ export interface MessageRow {
   content: string;
   status: MessageStatus;
   assistant_id?: string | null;
+  sender_id?: string | null;
   created_at?: string;
   parent_message_id?: string | null;
   metadata?: Record<string, any> | null;
@@ -49,6 +58,10 @@ function blank(id: string, role: string): Held {
     usage: null,
     steeredInto: null,
     draftSeq: -1,
+    senderId: null,
+    stale: false,
+    replacedBy: null,
+    cascade: null,
     streamed: null,
     draft: null,
   };
@@ -67,14 +80,18 @@ export class ChatState {
   private held = new Map<string, Held>();
   // Whole drafts that came before their message's row.
   private early = new Map<string, DraftChange>();
+  /** The cards of the chat's cascades that wait for the editor, as the last history had them. */
+  cascades: PendingCascade[] = [];
 
   get(id: string): ChatMessage | undefined {
     return this.held.get(id);
   }
 
-  /** The messages in the chat's order (a copy each, safe to keep). */
+  /** The messages shown, in the chat's order (a copy each, safe to keep): stale ones left out. */
   list(): ChatMessage[] {
-    return [...this.held.values()].map(({ streamed: _s, draft: _d, ...message }) => ({ ...message }));
+    return [...this.held.values()]
+      .filter((message) => !message.stale)
+      .map(({ streamed: _s, draft: _d, ...message }) => ({ ...message }));
   }
 
   private upsert(id: string, role: string): Held {
@@ -96,15 +113,20 @@ export class ChatState {
 
   /** The history in place of what is held, keeping what it is behind on: newer drafts, the
    * text this client streams, an end this client saw. */
-  history(rows: HistoryMessage[]): void {
+  history(rows: HistoryMessage[], cascades: PendingCascade[] = []): void {
     const previous = this.held;
     this.held = new Map();
+    this.cascades = cascades;
     for (const row of rows) {
-      if (row.stale || (row.role !== 'user' && row.role !== 'assistant')) continue;
+      if (row.role !== 'user' && row.role !== 'assistant') continue;
       const known = previous.get(row.id);
       const message = blank(row.id, row.role);
       Object.assign(message, {
-        assistantId: row.assistantId ?? null,
+        assistantId: row.assistantId || null,
+        senderId: row.senderId ?? null,
+        stale: row.stale,
+        replacedBy: row.replacedBy ?? null,
+        cascade: row.cascade ?? null,
         content: row.content,
         status: row.status,
         createdAt: row.createdAt,
@@ -131,9 +153,10 @@ export class ChatState {
       }
       this.held.set(row.id, this.settle(message));
     }
-    // Messages of a turn in flight that the history does not have yet stay, at the end.
+    // Messages of a turn in flight that the history does not have yet stay, at the end; so do
+    // replaced ones (off the active branch, which the history leaves out), still stale.
     for (const [id, message] of previous) {
-      if (!this.held.has(id) && message.streamed !== null) this.held.set(id, message);
+      if (!this.held.has(id) && (message.streamed !== null || message.stale)) this.held.set(id, message);
     }
   }
 
@@ -141,16 +164,17 @@ export class ChatState {
   row(row: MessageRow): ChatMessage | null {
     if (row.role !== 'user' && row.role !== 'assistant') return null;
     const metadata = row.metadata ?? {};
-    if (metadata.stale) {
-      this.held.delete(row.id);
-      return null;
-    }
     const message = this.upsert(row.id, row.role);
     // An ended reply never steps back: a live row of it is older than its end.
     if (isEnded(message.status) && isLive(row.status)) return null;
+    message.stale = Boolean(metadata.stale);
+    message.replacedBy = metadata.replacedBy ?? message.replacedBy;
+    message.cascade = metadata.cascade ?? message.cascade;
+    message.senderId = row.sender_id ?? message.senderId;
     message.content = row.content;
     message.status = row.status;
-    message.assistantId = row.assistant_id ?? message.assistantId;
+    // A message posted to a shared chat only is stored with an empty assistant.
+    message.assistantId = row.assistant_id === undefined ? message.assistantId : row.assistant_id || null;
     message.createdAt = row.created_at ?? message.createdAt;
     message.parentMessageId = row.parent_message_id ?? message.parentMessageId;
     message.pendingApproval = metadata.pendingApproval ?? null;
@@ -184,10 +208,12 @@ export class ChatState {
     return this.held.get(id)?.draftSeq ?? -1;
   }
 
-  /** This client's message and reply, as its respond stream's `metadata` names them. */
-  begin(userMessageId: string, content: string, replyId: string, assistantId: string): void {
+  /** This client's message and reply, as its respond stream's `metadata` names them (no
+   * reply: a message posted to a shared chat only). */
+  begin(userMessageId: string, content: string, replyId: string | null, assistantId: string | null): void {
     const user = this.upsert(userMessageId, 'user');
     if (!user.content) this.settle(Object.assign(user, { content, assistantId }));
+    if (replyId === null) return;
     const reply = this.upsert(replyId, 'assistant');
     reply.assistantId = reply.assistantId ?? assistantId;
     reply.streamed = reply.streamed ?? '';

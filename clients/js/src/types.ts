@@ -62,8 +62,12 @@ export interface PendingQuestion {
 /** One message of `GET /api/chat/{chatId}/history`. */
 export interface HistoryMessage {
   id: string;
-  assistantId: string;
+  /** A reply's assistant; a user message's first addressee (null: posted to a shared chat
+   * only, answered by nobody). */
+  assistantId: string | null;
   role: 'user' | 'assistant' | string;
+  /** Who sent a user message, the chat's owner or a member (null on replies). */
+  senderId?: string | null;
   content: string;
   status: MessageStatus;
   createdAt: string;
@@ -77,11 +81,27 @@ export interface HistoryMessage {
   progress: ToolProgress[];
   draft?: { content: string; seq: number } | null;
   usage?: Record<string, unknown> | null;
+  /** What replaced this message: an edit's message, a regenerated reply. */
+  replacedBy?: string | null;
+  /** `declined`: a reply an edit's cascade left as it was, the editor having declined. */
+  cascade?: string | null;
+}
+
+/** A cascade's card: `remaining` replies still depend on the edit of `editedMessageId` (by
+ * `replacementId`); answer it with `decideCascade` (docs/conversation-control.md). */
+export interface PendingCascade {
+  id: string;
+  editedMessageId: string;
+  replacementId: string;
+  regenerated: number;
+  remaining: number;
 }
 
 export interface History {
   messages: HistoryMessage[];
   branchId: string;
+  /** The chat's cascades waiting for the editor's decision, oldest first. */
+  pendingCascades?: PendingCascade[];
 }
 
 /** A message as the package shows it: the stored fields, with `text` what a person should see
@@ -105,23 +125,40 @@ export interface ChatMessage {
   steeredInto: string | null;
   /** The seq of the newest draft applied (-1: none). */
   draftSeq: number;
+  /** Who sent a user message (a shared chat's owner or a member); null on replies and before
+   * the stored row is known. */
+  senderId: string | null;
+  /** Off the active branch: replaced (by an edit, a regeneration, a cascade). Such a message is
+   * left out of the chat's `messages`; `chat.message(id)` still has it. */
+  stale: boolean;
+  /** The message that replaced this one, if any. */
+  replacedBy: string | null;
+  /** `declined`: an edit's cascade left this reply as it was. */
+  cascade: string | null;
 }
 
+/** The respond stream's first event. `assistantId` and `assistantMessageId` are null for a
+ * message posted to a shared chat only (it named no assistant): no reply follows. */
 export interface Metadata {
   chatId: string;
-  threadId: string;
-  assistantId: string;
+  threadId?: string;
+  assistantId: string | null;
   userMessageId: string;
-  assistantMessageId: string;
-  runId: string;
+  assistantMessageId: string | null;
+  runId?: string;
   otherReplies?: { assistantId: string; assistantMessageId: string }[];
   strategy?: 'steer' | 'enqueue';
 }
 
+/** The caller's part in a chat: its owner, or a member of a shared chat. */
+export type ChatRole = 'owner' | 'member';
+
 export interface Chat {
   id: string;
   title: string;
-  [key: string]: unknown;
+  createdAt: string;
+  updatedAt: string;
+  role: ChatRole;
 }
 
 export interface Assistant {
@@ -147,8 +184,19 @@ export interface Branches {
   activeBranchId: string;
 }
 
-/** A chat member (shared chats); the server's fields as it answers them. */
+/** One person of a shared chat (`GET /api/chats/{chatId}/members`). */
 export interface Member {
   userId: string;
-  [key: string]: unknown;
+  email: string | null;
+  role: ChatRole;
+  /** When they joined; for the owner, the chat's creation. */
+  addedAt: string;
+}
+
+/** Whom to add to a chat: an existing user, by id or by e-mail (matched in any case). */
+export type NewMember = { userId: string; email?: never } | { email: string; userId?: never };
+
+export interface CascadeDecision {
+  cascadeId: string;
+  approved: boolean;
 }

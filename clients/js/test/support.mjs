@@ -88,3 +88,48 @@ export async function stored(client, chatId, messageId) {
 }
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A token of another user (`sub`, `email`), signed as the dev server signs its own. */
+export function mintFor(user, seconds = 3600) {
+  const now = Math.floor(Date.now() / 1000);
+  const payload = { ...CLAIMS, sub: user.id, email: user.email, iat: now, exp: now + seconds };
+  const head = `${b64({ alg: 'HS256', typ: 'JWT' })}.${b64(payload)}`;
+  return `${head}.${createHmac('sha256', SECRET).update(head).digest('base64url')}`;
+}
+
+/** The users besides the demo user that the Python test made (HANDOFF_USER_<n>_ID, …_EMAIL). */
+export function otherUsers() {
+  const users = [];
+  for (let n = 1; process.env[`HANDOFF_USER_${n}_ID`]; n += 1) {
+    users.push({ id: process.env[`HANDOFF_USER_${n}_ID`], email: process.env[`HANDOFF_USER_${n}_EMAIL`] });
+  }
+  return users;
+}
+
+/** A client signed in as `user`, as that person's page makes it. */
+export function clientAs(user) {
+  const token = mintFor(user);
+  return makeClient({ token, fresh: () => mintFor(user) });
+}
+
+/** Resolves with `pick(snapshot)` once it is truthy, as the chat's subscribers see it;
+ * rejects after `ms` with what was last seen. */
+export function until(chat, pick, ms = 20_000) {
+  return new Promise((resolve, reject) => {
+    let stop = () => {};
+    const check = () => {
+      const found = pick(chat.snapshot());
+      if (found) {
+        stop();
+        clearTimeout(timer);
+        resolve(found);
+      }
+    };
+    const timer = setTimeout(() => {
+      stop();
+      reject(new Error(`not seen within ${ms} ms: ${JSON.stringify(chat.snapshot()).slice(0, 2000)}`));
+    }, ms);
+    stop = chat.subscribe(check);
+    check();
+  });
+}
