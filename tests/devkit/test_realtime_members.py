@@ -10,11 +10,14 @@ from typing import Any
 
 from realtime import RealtimeSubscribeStates
 
+from demo.assistants import ASSISTANTS
 from tests.api import ok
 from tests.realtime_clients import Inbox, chat_channel, subscribed, supabase_client
 from tests.support import create_user_with_chat, execute, running_stack, token_for
 
 # Streams for a while, so that drafts are broadcast as it goes.
+# Named: in a shared chat a message that names no assistant is posted to the chat only.
+DEFAULT = ASSISTANTS[0].id
 LONG = " ".join(f"word{n}" for n in range(30))
 
 
@@ -55,7 +58,9 @@ async def test_a_removed_member_receives_nothing_more(logical_database_url: str)
         ok(await stack.add_member(token_for(owner), chat, userId=str(member)), 201)
         channel = chat_channel(client, chat, inbox)
         assert await subscribed(channel, inbox) == RealtimeSubscribeStates.SUBSCRIBED
-        first = await stack.respond(token_for(owner), {"chatId": str(chat), "content": LONG})
+        first = await stack.respond(
+            token_for(owner), {"chatId": str(chat), "content": LONG, "assistantId": DEFAULT}
+        )
         first_reply = first[0][1]["assistantMessageId"]
         await inbox.until(completed(first_reply))
         assert any(
@@ -65,7 +70,9 @@ async def test_a_removed_member_receives_nothing_more(logical_database_url: str)
         # WHEN the owner removes them, and runs another turn
         assert (await stack.remove_member(token_for(owner), chat, member)).status_code == 204
         seen_before = len(inbox.items)
-        second = await stack.respond(token_for(owner), {"chatId": str(chat), "content": LONG})
+        second = await stack.respond(
+            token_for(owner), {"chatId": str(chat), "content": LONG, "assistantId": DEFAULT}
+        )
         assert second[-1][0] == "done"
         await asyncio.sleep(1.0)  # anything on its way arrives meanwhile
 

@@ -9,9 +9,11 @@ from typing import Any
 
 import httpx
 
+from demo.assistants import ASSISTANTS
 from tests.api import Api, ok
 from tests.support import create_user_with_chat, execute, fetch, in_process_app, token_for
 
+DEFAULT = ASSISTANTS[0].id
 ADD_USER_SQL = "insert into auth.users (id, email) values (%s, %s)"
 SEED_REPLY_SQL = """
 insert into public.message (id, chat_id, role, content, status, metadata)
@@ -42,7 +44,9 @@ def assert_error(response: httpx.Response, status: int, code: str) -> None:
 
 
 def say(chat_id: uuid.UUID, content: str = "hello") -> dict[str, Any]:
-    return {"chatId": str(chat_id), "content": content}
+    """A message to the deployment's default assistant, named: in a shared chat a message that
+    names nobody is posted to the chat only (tests/functions/test_shared_chats.py)."""
+    return {"chatId": str(chat_id), "content": content, "assistantId": DEFAULT}
 
 
 async def test_the_owner_adds_members_by_id_and_by_email(database_url: str) -> None:
