@@ -133,8 +133,10 @@ export async function leftChat(chatId) {
   } catch (error) {
     showBanner(`Could not list your chats: ${error.message}`);
   }
-  const next = state.chats[0]?.id ?? state.session.chatId;
-  if (state.chatId === chatId && next !== chatId) openChat(next);
+  if (state.chatId !== chatId) return;
+  // Another of theirs; none left, a new one.
+  if (state.chats.length) openChat(state.chats[0].id);
+  else await newChat();
 }
 
 export async function newChat() {

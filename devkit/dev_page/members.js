@@ -3,6 +3,7 @@
 // senders of user messages.
 
 import { state } from './conversation.js';
+import { renderAll } from './messages.js';
 import { $ } from './page.js';
 
 // The server's refusals, in the words of someone managing a chat.
@@ -76,6 +77,8 @@ export async function loadMembers() {
   state.members = new Map(members.map((member) => [member.userId, member]));
   state.role = state.members.get(state.session.userId)?.role ?? state.role;
   renderMembers();
+  // The senders' names follow (a chat with a second person names them all).
+  renderAll();
 }
 
 // A sender the page cannot name yet (a member who joined since the list was read): read it
