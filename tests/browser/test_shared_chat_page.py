@@ -150,5 +150,5 @@ async def test_a_shared_chat_and_a_cascade_on_the_page(
     assert {s["link"] for s in after} <= {c[0] for c in current}
     assert all(c[2] == "completed" for c in current if c[1] == "assistant"), current
 
-    for shot in (shared["screenshot"], cascade["screenshot"]):
-        assert Path(shot).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    for shot in map(Path, (shared["screenshot"], cascade["screenshot"])):
+        assert shot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
