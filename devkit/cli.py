@@ -56,7 +56,13 @@ def command_line() -> argparse.ArgumentParser:
     prune.add_argument("--days", type=positive, help="older than N days (default: RETENTION_DAYS)")
     prune.add_argument("--dry-run", action="store_true", help="count what would go, delete nothing")
     chat = commands.add_parser("chat", help="send a message to a running `handoff dev`")
-    chat.add_argument("message")
+    chat.add_argument("message", nargs="?")
+    chat.add_argument(
+        "--history",
+        action="store_true",
+        help="print the chat (senders, stale replies and their replacements) and answer an"
+        " edit's cascade card, instead of sending a message",
+    )
     chat.add_argument("--chat", type=uuid.UUID, help="chat id (default: the demo chat)")
     chat.add_argument("--url", default="http://127.0.0.1:8000", help="the dev server")
     chat.add_argument(
@@ -86,7 +92,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "chat":
         from devkit import terminal_chat
 
-        sys.exit(terminal_chat.run(args.url, args.message, args.chat, args.assistant))
+        if args.message is None and not args.history:
+            parser.error("chat: a message to send, or --history")
+        sys.exit(terminal_chat.run(args.url, args.message, args.chat, args.assistant, args.history))
     from infra.logs import configure_logging
     from infra.settings import Settings
 

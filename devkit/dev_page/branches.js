@@ -58,6 +58,8 @@ export async function activateBranch(branchId) {
   const chatId = state.chatId;
   showComposerError('');
   els.branchSelect.disabled = true;
+  // A list asked for before the switch would put the old branch back in the switcher.
+  controls.branchesRequest += 1;
   try {
     await state.client.activateBranch(chatId, branchId);
     controls.activeBranchId = branchId;

@@ -12,15 +12,17 @@
 // messages.js (their bubbles), cards.js (approvals, questions, resume), timeline.js (a reply's
 // waterfall), composer.js (sending, streaming, cancel, pause, regenerate), completion.js (the
 // @-completion), assistants.js (the picker), chats.js (the list and opening a chat),
-// branches.js (the switcher), page.js (elements, banners, text). protocol/mentions.js reads the
+// members.js (who is in the chat, and the senders' names), cascades.js (an edit's cascade
+// card), branches.js (the switcher), page.js (elements, banners, text). protocol/mentions.js reads the
 // mention being typed.
 
 import { loadAssistants, wirePicker } from './assistants.js';
 import { activateBranch } from './branches.js';
-import { chatFromHash, loadChats, newChat, openChat } from './chats.js';
+import { chatFromHash, leftChat, loadChats, newChat, openChat } from './chats.js';
 import { completionKey, wireCompletion } from './completion.js';
 import { cancel, pause, send, updateControls } from './composer.js';
 import { state } from './conversation.js';
+import { wireMembers } from './members.js';
 import { HandoffClient } from './protocol/client.js';
 import { els, findElements, setFeedState, showBanner } from './page.js';
 
@@ -48,6 +50,7 @@ function wire() {
     });
   }
   els.newChat.addEventListener('click', newChat);
+  wireMembers(leftChat);
   els.messages.addEventListener('scroll', () => {
     const { scrollTop, scrollHeight, clientHeight } = els.messages;
     state.stickToBottom = scrollHeight - scrollTop - clientHeight < 48;

@@ -2,6 +2,8 @@
 // is this page.
 
 import { loadChatAssistants } from './assistants.js';
+import { resetCascades, watchCascades } from './cascades.js';
+import { loadMembers, resetMembers } from './members.js';
 import { ChatFeed } from './protocol/feed.js';
 import { activeReply, applyChange, applyHistory, state } from './conversation.js';
 import { afterRender, renderAll, rerender } from './messages.js';
@@ -21,6 +23,15 @@ function chatLink(chat) {
   when.className = 'chat-link-time';
   when.textContent = formatTime(chat.updatedAt || chat.createdAt);
   link.append(title, when);
+  // Someone else's chat the user was added to.
+  link.dataset.role = chat.role ?? 'owner';
+  if (chat.role === 'member') {
+    const mark = document.createElement('span');
+    mark.className = 'chat-link-shared';
+    mark.dataset.testid = 'chat-shared';
+    mark.textContent = 'shared with you';
+    link.append(mark);
+  }
   return link;
 }
 
@@ -53,15 +64,26 @@ function reportLoadError(error) {
   showBanner(`Could not load this chat: ${error.message}`);
 }
 
+// A row that says something replaced a message: an edit's cascade may follow, whose card the
+// feed does not carry.
+function replacing(payload) {
+  const replacedBy = payload.table === 'message' && payload.new.metadata?.replacedBy;
+  return Boolean(replacedBy) && state.messages.get(payload.new.id)?.replacedBy !== replacedBy;
+}
+
 // What the feed observes, onto the page.
 const feedView = {
   history: applyHistory,
   changes(payloads) {
-    for (const payload of payloads) applyChange(payload);
+    for (const payload of payloads) {
+      if (payload.new && replacing(payload)) watchCascades();
+      applyChange(payload);
+    }
     renderAll();
   },
   change(payload) {
     if (!payload.new) return;
+    if (replacing(payload)) watchCascades();
     const message = applyChange(payload);
     if (message) rerender(message);
     else if (payload.table === 'message') renderAll();
@@ -92,11 +114,29 @@ export function openChat(chatId) {
   if (window.location.hash !== `#chat=${chatId}`) {
     history.replaceState(null, '', `#chat=${chatId}`);
   }
+  resetMembers(state.chats.find((chat) => chat.id === chatId)?.role);
+  resetCascades();
   renderChats();
   afterRender();
-  state.feed = new ChatFeed(state.client, chatId, feedView);
+  // Every branch's messages: the stale ones something replaced are shown, marked.
+  state.feed = new ChatFeed(state.client, chatId, feedView, { all: true });
   state.feed.open(leaving);
   loadChatAssistants();
+  loadMembers();
+}
+
+// The user left `chatId`: it goes from the list, and the page opens another of theirs.
+export async function leftChat(chatId) {
+  state.chats = state.chats.filter((chat) => chat.id !== chatId);
+  try {
+    await loadChats();
+  } catch (error) {
+    showBanner(`Could not list your chats: ${error.message}`);
+  }
+  if (state.chatId !== chatId) return;
+  // Another of theirs; none left, a new one.
+  if (state.chats.length) openChat(state.chats[0].id);
+  else await newChat();
 }
 
 export async function newChat() {

@@ -25,7 +25,8 @@ export async function send() {
   // None picked: the chat's default answers, or the assistants the message @-mentions.
   const assistantId = pickedAssistantId();
   const userMessage = upsert(uuid4(), 'user');
-  Object.assign(userMessage, { content, status: 'completed', local: true, assistantId });
+  const senderId = state.session.userId;
+  Object.assign(userMessage, { content, status: 'completed', local: true, assistantId, senderId });
   const controller = new AbortController();
   state.sending = true;
   els.input.value = '';
@@ -101,6 +102,12 @@ function onMetadata(turn, data, userMessage) {
       userMessage.steeredInto = data.assistantMessageId;
       rerender(userMessage);
     }
+    return null;
+  }
+  if (!data.assistantMessageId) {
+    // Posted to the chat only (a shared chat's message that names no assistant): no reply to
+    // wait for; the stream ends with `done`, status `posted`.
+    showOtherReplies(data);
     return null;
   }
   turn.assistantMessageId = data.assistantMessageId;
@@ -238,13 +245,15 @@ export async function regenerate(reply) {
       controller.abort();
       return;
     }
-    // The replaced reply, and whatever of its assistant's followed it, are on the old branch
-    // now (its branches are its own: the other assistants' messages stay).
+    // The replaced reply stays, stale (its row soon names its replacement); whatever of its
+    // assistant's followed it is on the old branch now (its branches are its own: the other
+    // assistants' messages stay).
     const ids = [...state.messages.keys()];
     const from = ids.indexOf(reply.id);
-    for (const id of from >= 0 ? ids.slice(from) : []) {
+    for (const id of from >= 0 ? ids.slice(from + 1) : []) {
       if (state.messages.get(id).assistantId === reply.assistantId) state.messages.delete(id);
     }
+    reply.stale = true;
     renderAll();
     const userMessage = state.messages.get(reply.parentMessageId) ?? null;
     const assistantId = reply.assistantId;

@@ -26,6 +26,12 @@ export const state = {
   // `isDefault`.
   assistants: [],
   chatAssistants: [],
+  // The open chat's members (GET /api/chats/{id}/members), by user id, and the caller's role
+  // in it (`owner` or `member`).
+  members: new Map(),
+  role: null,
+  // The edit's cascade cards waiting for a decision (the history's `pendingCascades`).
+  cascades: [],
   stickToBottom: true,
 };
 
@@ -48,6 +54,13 @@ function blankMessage(id, role) {
     role,
     // A reply's assistant; a user message's, the one it was addressed to (null: not known yet).
     assistantId: null,
+    // Who sent a user message (null: a reply, or this page's user before the row says).
+    senderId: null,
+    // Off its assistant's active branch, and what replaced it (an edit, a regenerated reply).
+    stale: false,
+    replacedBy: null,
+    // A reply an edit's cascade left as it was: `declined`.
+    cascade: null,
     content: '',
     // An assistant message this page learns of before its row is one being written.
     status: role === 'assistant' ? 'streaming' : 'completed',
@@ -112,7 +125,7 @@ export function isStreamingHere(message) {
 
 export function activeReply() {
   for (const message of [...state.messages.values()].reverse()) {
-    const live = LIVE_REPLY_STATUSES.includes(message.status);
+    const live = LIVE_REPLY_STATUSES.includes(message.status) && !message.stale;
     if (message.role === 'assistant' && live) return message;
   }
   return null;
@@ -148,6 +161,10 @@ function fromHistory(row) {
   const message = blankMessage(row.id, row.role);
   Object.assign(message, {
     assistantId: row.assistantId ?? null,
+    senderId: row.senderId ?? null,
+    stale: Boolean(row.stale),
+    replacedBy: row.replacedBy ?? null,
+    cascade: row.cascade ?? null,
     content: row.content,
     status: row.status,
     createdAt: row.createdAt,
@@ -160,12 +177,20 @@ function fromHistory(row) {
   return message;
 }
 
-// The stored history in place of the messages shown, keeping what only this page knows.
-export function applyHistory(rows) {
+// A message off its active branch is shown only when something replaced it: a stale reply
+// (or edited message) with a link to its replacement. The rest of an old branch stays hidden,
+// as the branch switcher shows it.
+const shownStale = (stale, replacedBy) => !stale || Boolean(replacedBy);
+
+// The stored history (every branch's) in place of the messages shown, keeping what only this
+// page knows; and the cascade cards waiting for a decision.
+export function applyHistory(rows, body = {}) {
+  state.cascades = body.pendingCascades ?? [];
   const previous = state.messages;
   state.messages = new Map();
   for (const row of rows) {
-    if (row.stale || (row.role !== 'user' && row.role !== 'assistant')) continue;
+    if (!shownStale(row.stale, row.replacedBy)) continue;
+    if (row.role !== 'user' && row.role !== 'assistant') continue;
     const message = fromHistory(row);
     const known = previous.get(row.id);
     if (known) {
@@ -195,6 +220,22 @@ export function assistantName(id) {
   return known ? known.name : id;
 }
 
+// Who sent a user message, as the page names them: "You" for this page's user, a member's
+// e-mail, else the start of their id (someone who left before the members were read).
+export function senderName(senderId) {
+  if (!senderId || senderId === state.session?.userId) return 'You';
+  return state.members.get(senderId)?.email ?? `${senderId.slice(0, 8)}…`;
+}
+
+// Whether the chat has, or had, anyone besides this page's user: only then are senders named.
+export function shared() {
+  if (state.members.size > 1) return true;
+  for (const message of state.messages.values()) {
+    if (message.senderId && message.senderId !== state.session?.userId) return true;
+  }
+  return false;
+}
+
 // The assistant that answers what names none: the chat's default.
 export function defaultAssistantId() {
   return state.chatAssistants.find((a) => a.isDefault)?.id ?? state.session?.assistantId ?? null;
@@ -204,11 +245,15 @@ function onMessageRow(row) {
   // Every assistant's messages: the chat is all of them, in the order they were written.
   if (row.role !== 'user' && row.role !== 'assistant') return null;
   const metadata = row.metadata || {};
-  if (metadata.stale) {
+  if (!shownStale(metadata.stale, metadata.replacedBy)) {
     state.messages.delete(row.id);
     return null;
   }
   const message = upsert(row.id, row.role);
+  message.stale = Boolean(metadata.stale);
+  message.replacedBy = metadata.replacedBy ?? null;
+  message.cascade = metadata.cascade ?? null;
+  message.senderId = row.sender_id ?? message.senderId;
   // A live row of a reply its stream saw end is older than that end (its insert, which the
   // feed may bring after `done`): the reply would step back to streaming, its text blank.
   if (message.endedOnStream && LIVE_REPLY_STATUSES.includes(row.status)) return null;

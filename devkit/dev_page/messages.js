@@ -2,6 +2,8 @@
 // and actions, in the conversation's order.
 
 import { renderApproval, renderPaused, renderQuestion } from './cards.js';
+import { followCards, renderCascades } from './cascades.js';
+import { noteSenders } from './members.js';
 import { watchBranches } from './branches.js';
 import { regenerate, updateControls } from './composer.js';
 import {
@@ -11,6 +13,8 @@ import {
   defaultAssistantId,
   isStreamingHere,
   pausingNow,
+  senderName,
+  shared,
   shownText,
   state,
 } from './conversation.js';
@@ -96,6 +100,8 @@ function renderProgress(node, message) {
 }
 
 function labelOf(message, { streamingHere, approving, asking }) {
+  if (message.stale) return message.role === 'user' ? 'Edited' : 'Stale';
+  if (message.cascade === 'declined') return 'Kept as it was: the edit before it was not followed';
   if (message.role === 'assistant' && !streamingHere) {
     if (approving) return 'Waiting for your approval';
     if (asking) return 'Waiting for your answer';
@@ -106,9 +112,52 @@ function labelOf(message, { streamingHere, approving, asking }) {
   return '';
 }
 
+// What replaced a stale message, as shown: the first shown one along its `replacedBy`s (a
+// replacement replaced in turn, then hidden on an old branch, is passed over).
+function replacementOf(message) {
+  let id = message.replacedBy;
+  for (let hops = 0; id && hops < 50; hops += 1) {
+    const next = state.messages.get(id);
+    if (!next) return null;
+    if (!next.stale || !next.replacedBy) return next;
+    id = next.replacedBy;
+  }
+  return null;
+}
+
+// Scrolls to a message and marks it for a moment, so the eye finds it.
+export function highlight(id) {
+  const node = nodeOf(id);
+  if (!node) return;
+  node.scrollIntoView({ block: 'center', behavior: 'smooth' });
+  node.dataset.highlighted = 'true';
+  clearTimeout(node.highlightTimer);
+  node.highlightTimer = setTimeout(() => delete node.dataset.highlighted, 2500);
+}
+
+function renderReplaced(node, message) {
+  const link = $('replaced-by', node);
+  const replacement = message.stale ? replacementOf(message) : null;
+  link.hidden = !replacement;
+  link.dataset.target = replacement ? replacement.id : '';
+  if (link.dataset.wired) return;
+  link.dataset.wired = 'true';
+  link.addEventListener('click', (event) => {
+    event.preventDefault();
+    if (link.dataset.target) highlight(link.dataset.target);
+  });
+}
+
+function renderSender(node, message) {
+  const sender = $('message-sender', node);
+  sender.hidden = message.role !== 'user' || !shared();
+  sender.textContent = sender.hidden ? '' : senderName(message.senderId);
+}
+
 function renderActions(node, message) {
   const actions = $('message-actions', node);
   actions.hidden =
+    message.stale ||
     message.role !== 'assistant' ||
     !ENDED_REPLY_STATUSES.includes(message.status) ||
     isStreamingHere(message);
@@ -139,8 +188,9 @@ export function renderMessage(message) {
   const background = !streamingHere && working(message.status);
   node.dataset.role = message.role;
   node.dataset.status = status;
+  node.dataset.stale = String(message.stale);
   node.dataset.phase = streamingHere ? 'quick' : background ? 'background' : message.status;
-  node.className = `message message-${message.role} status-${status}`;
+  node.className = `message message-${message.role} status-${status}${message.stale ? ' stale' : ''}`;
   const bubble = node.querySelector('.bubble');
   // Screen readers wait for the finished text instead of reading every token.
   bubble.setAttribute('aria-busy', String(working(status)));
@@ -158,6 +208,8 @@ export function renderMessage(message) {
   const labelText = labelOf(message, { streamingHere, approving, asking });
   label.hidden = !labelText;
   label.textContent = labelText;
+  renderSender(node, message);
+  renderReplaced(node, message);
 
   renderProgress($('progress', node), message);
   const indicator = $('handoff-indicator', node);
@@ -203,6 +255,9 @@ export function renderAll() {
 
 export function afterRender() {
   els.empty.hidden = state.messages.size > 0;
+  renderCascades();
+  if (state.cascades.length) followCards();
+  noteSenders();
   updateControls();
   watchBranches();
   if (state.stickToBottom) els.messages.scrollTop = els.messages.scrollHeight;

@@ -13,8 +13,9 @@ characters escaped.
 
 By concern: client.py speaks HTTP (the session and the assistants' names, the turn's SSE
 stream, the control routes), subscription.py follows the chat's rows, background.py a reply in
-the background and what it asks, screen.py is what is printed; this module is the command that
-joins them.
+the background and what it asks, transcript.py the chat as it stands (`--history`: senders,
+stale messages and their replacements, an edit's cascade card), screen.py is what is printed;
+this module is the command that joins them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from devkit.terminal_chat.background import Ask, follow
 from devkit.terminal_chat.client import ChatFailed, Session, cancel_turn, stream_turn
 from devkit.terminal_chat.screen import Screen, printable
 from devkit.terminal_chat.subscription import message_changes
+from devkit.terminal_chat.transcript import show
 
 
 def shown_on(screen: Screen) -> Callable[[str], None]:
@@ -85,6 +87,16 @@ async def chat(
     return 0 if final["status"] == "completed" else 1
 
 
+async def history(origin: str, chat_id: UUID | None, screen: Screen, ask: Ask | None) -> int:
+    """`--history`: the chat as it stands, and the cascade cards waiting in it."""
+    async with httpx.AsyncClient(base_url=origin, timeout=httpx.Timeout(30)) as http:
+        try:
+            return await show(await Session.open(http, chat_id), screen, ask)
+        except ChatFailed as exc:
+            print(f"handoff chat: {exc}", file=sys.stderr)
+            return 1
+
+
 async def spinning(screen: Screen, work: Awaitable[int]) -> int:
     async def spin() -> None:
         while True:
@@ -106,7 +118,13 @@ async def ask_terminal(prompt: str) -> str | None:
         return None
 
 
-def run(origin: str, content: str, chat_id: UUID | None, assistant_id: str | None = None) -> int:
+def run(
+    origin: str,
+    content: str | None,
+    chat_id: UUID | None,
+    assistant_id: str | None = None,
+    show_history: bool = False,
+) -> int:
     # supabase-py's realtime client logs a lost socket as an error; here it is handled (the
     # history is polled, or the one line says the server went away), so not printed.
     logging.getLogger("realtime").addHandler(logging.NullHandler())
@@ -114,6 +132,9 @@ def run(origin: str, content: str, chat_id: UUID | None, assistant_id: str | Non
     screen = Screen(sys.stdout, animated=sys.stdout.isatty())
     ask = ask_terminal if sys.stdin.isatty() else None
     try:
+        if show_history:
+            return asyncio.run(history(origin, chat_id, screen, ask))
+        assert content is not None  # the command line asks for one without --history
         turn = chat(origin, content, chat_id, assistant_id, screen, ask)
         return asyncio.run(spinning(screen, turn))
     except KeyboardInterrupt:

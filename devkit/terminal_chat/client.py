@@ -49,6 +49,8 @@ class Session:
     # The deployment's default assistant, and every assistant's name by id.
     default_assistant: str = ""
     names: dict[str, str] = field(default_factory=dict)
+    # The user the session is (a shared chat names them "You").
+    user_id: str = ""
 
     @classmethod
     async def open(
@@ -69,6 +71,7 @@ class Session:
         session = cls(http, headers, chat_id, origin, body["token"], body["anonKey"])
         session.assistant_id = assistant_id
         session.default_assistant = body["assistantId"]
+        session.user_id = str(body.get("userId", ""))
         session.names = await session.assistant_names()
         return session
 

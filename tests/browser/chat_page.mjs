@@ -50,7 +50,7 @@ function recordTimeline() {
   window.fetch = (input, init = {}) => {
     const url = String(input);
     if (url.endsWith('/api/dev/session')) window.__sessions += 1;
-    if (url.endsWith('/history')) window.__historyLoads.push(performance.now());
+    if (/\/history(\?|$)/.test(url)) window.__historyLoads.push(performance.now());
     if (url.endsWith('/changes')) window.__sseRequests += 1;
     return fetch(input, init);
   };
@@ -645,9 +645,10 @@ async function historyIds(page, branchId) {
   }, branchId);
 }
 
+// The messages shown as current (not the stale ones something replaced).
 async function shownIds(page) {
   return page
-    .locator('[data-testid="message"]')
+    .locator('[data-testid="message"]:not([data-stale="true"])')
     .evaluateAll((nodes) => nodes.map((node) => node.dataset.messageId));
 }
 
@@ -703,13 +704,22 @@ async function questionAndBranches(page, outDir) {
 
   // Regenerate the reply: a new one takes its place, on a new branch.
   const reply = page.locator(`[data-testid="message"][data-message-id="${first}"]`);
-  // Regenerating takes the replaced reply off the page before the new one comes: until then
-  // the last reply shown is an older one, which must not be taken for the new one.
+  // Regenerating marks the replaced reply stale before the new one comes: until then the last
+  // reply shown is an older one, which must not be taken for the new one.
   const shownBefore = await assistantIds(page);
   await reply.getByTestId('regenerate').click();
   const second = await lastAssistantId(page, shownBefore);
   const again = await questionCard(page, second);
-  const firstGoneOnRegenerate = (await page.locator(`[data-message-id="${first}"]`).count()) === 0;
+  // The replaced reply stays, stale, and links to the new one.
+  const staleFirst = page.locator(`[data-message-id="${first}"][data-stale="true"]`);
+  await staleFirst
+    .getByTestId('replaced-by')
+    .and(page.locator(`[data-target="${second}"]`))
+    .waitFor({ timeout: STEP_TIMEOUT_MS });
+  const firstStaleOnRegenerate = {
+    label: await staleFirst.getByTestId('message-label').textContent(),
+    link: await staleFirst.getByTestId('replaced-by').textContent(),
+  };
   await again.card.getByTestId('question-answer').fill('Berlin');
   await again.card.getByTestId('question-send').click();
   await again.card.waitFor({ state: 'detached', timeout: STEP_TIMEOUT_MS });
@@ -731,15 +741,16 @@ async function questionAndBranches(page, outDir) {
   const newBranch = await select.inputValue();
   const oldBranch = options.find((option) => option.value !== newBranch).value;
 
-  const switchTo = async (branch, shows, hides) => {
+  // `hides` goes from the page, or (`staleHides`) shows as stale: what replaced it is active.
+  const switchTo = async (branch, shows, hides, staleHides = false) => {
     await select.selectOption(branch);
-    await page.locator(`[data-testid="message"][data-message-id="${shows}"]`).waitFor({
-      timeout: STEP_TIMEOUT_MS,
-    });
-    await page.locator(`[data-testid="message"][data-message-id="${hides}"]`).waitFor({
-      state: 'detached',
-      timeout: STEP_TIMEOUT_MS,
-    });
+    await page
+      .locator(`[data-testid="message"][data-message-id="${shows}"][data-stale="false"]`)
+      .waitFor({ timeout: STEP_TIMEOUT_MS });
+    const hidden = `[data-testid="message"][data-message-id="${hides}"]`;
+    await page
+      .locator(staleHides ? `${hidden}[data-stale="true"]` : hidden)
+      .waitFor({ state: staleHides ? 'visible' : 'detached', timeout: STEP_TIMEOUT_MS });
     await page.waitForFunction(
       (value) =>
         document.querySelector('[data-testid="branches"]').dataset.activeBranchId === value,
@@ -757,7 +768,7 @@ async function questionAndBranches(page, outDir) {
   const back = await switchTo(oldBranch, first, second);
   const branchesShot = join(outDir, 'chat_page_branches.png');
   await page.screenshot({ path: branchesShot });
-  const forth = await switchTo(newBranch, second, first);
+  const forth = await switchTo(newBranch, second, first, true);
   return {
     firstReplyId: first,
     secondReplyId: second,
@@ -766,7 +777,7 @@ async function questionAndBranches(page, outDir) {
     answered,
     answeredMs,
     branchesBefore,
-    firstGoneOnRegenerate,
+    firstStaleOnRegenerate,
     regenerated,
     options,
     newBranch,

@@ -353,9 +353,9 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     row = await message_row(logical_database_url, question["firstReplyId"])
     assert (row["status"], row["content"]) == ("completed", question["answered"]["text"])
     assert not question["branchesBefore"]  # one branch: no switcher
-    # Regenerate: a new reply in the first one's place, on a new branch, which asks again and is
-    # answered in the box for one's own words.
-    assert question["firstGoneOnRegenerate"]
+    # Regenerate: a new reply after the first one, on a new branch, which asks again and is
+    # answered in the box for one's own words; the first stays, stale, linked to the new one.
+    assert question["firstStaleOnRegenerate"] == {"label": "Stale", "link": "replaced by →"}
     assert question["askedAgain"]["options"] == ["Berlin", "Lisbon"]
     assert "The user answered: Berlin" in question["regenerated"]["text"]
     row = await message_row(logical_database_url, question["secondReplyId"])
@@ -384,7 +384,7 @@ async def test_the_page_streams_hands_off_follows_the_draft_cancels_asks_and_rec
     assert forth["selected"] == forth["history"]["branchId"] == question["secondReplyId"]
     assert forth["shown"] == forth["history"]["ids"]
     assert question["secondReplyId"] in forth["shown"]
-    assert question["firstReplyId"] not in forth["shown"]
+    assert question["firstReplyId"] not in forth["shown"]  # shown stale, not as current
     assert forth["reply"] == question["regenerated"]
     [active] = await fetch(
         logical_database_url,

@@ -111,6 +111,22 @@ session.token = 'not-a-token';
 report.chats = (await client.chats()).chats.map((known) => known.id);
 report.history = (await client.history(chat.id)).messages.map((row) => row.role);
 report.chatId = chat.id;
+// Every branch's history, the members, and the routes' refusals as RequestErrors with codes.
+report.allHistory = (await client.history(chat.id, { all: true })).messages.length;
+report.members = (await client.members(chat.id)).map((m) => [m.userId, m.role]);
+report.userId = session.userId;
+const refusal = async (request) => {
+  try {
+    await request();
+    return null;
+  } catch (error) {
+    return [error.status, error.code];
+  }
+};
+report.addNobody = await refusal(() => client.addMember(chat.id, 'nobody@example.com'));
+report.ownerLeaves = await refusal(() => client.removeMember(chat.id, session.userId));
+report.decideNone = await refusal(() => client.decideCascade(chat.id, uuid4(), true));
+report.cancelNone = await refusal(() => client.cancelCascade(chat.id, uuid4()));
 
 await feed.close();
 await client.supabase().realtime.disconnect();

@@ -1,6 +1,7 @@
 """The dev page's protocol client needs no page: under node, with no DOM, it signs in, follows a
-chat on its private channel, streams a turn, follows the reply to its end, cancels a turn and
-renews a token the server refuses, against the real `handoff dev`."""
+chat on its private channel, streams a turn, follows the reply to its end, cancels a turn,
+renews a token the server refuses, and reads the members and the cascade routes' refusals,
+against the real `handoff dev`."""
 
 from __future__ import annotations
 
@@ -85,3 +86,10 @@ async def test_the_protocol_client_runs_without_the_page(logical_database_url: s
     assert report["renewed"] == 1
     assert report["chatId"] in report["chats"]
     assert report["history"] == ["user", "assistant", "user", "assistant"]
+    assert report["allHistory"] == 4
+    # The members: the caller alone, as the owner; the refusals carry the server's codes
+    assert report["members"] == [[report["userId"], "owner"]]
+    assert report["addNobody"] == [404, "chat_or_user_not_found"]
+    assert report["ownerLeaves"] == [409, "owner_stays"]
+    assert report["decideNone"] == [404, "cascade_not_found"]
+    assert report["cancelNone"] == [404, "cascade_not_found"]

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import pty
 import signal
 import termios
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from devkit.dev_home import DevHome
 from devkit.dev_server import DEMO_CHAT_ID
 from tests.dev_server import HANDOFF, dev_servers, handoff_dev, start_handoff_dev
-from tests.support import execute, fetch, wait_for_row
+from tests.support import execute, fetch, token_for, wait_for_row
 
 REPLY_SQL = "select content, status from message where role = 'assistant'"
 DROP_MESSAGES_POLICIES_SQL = """
@@ -393,3 +397,64 @@ async def test_without_a_keyboard_a_question_says_where_to_answer(
     assert "the assistant asks:\n  (For the \\u202etrip)\n  Which city?" in chat.out
     assert f"answer it at {dev}/" in chat.out
     assert chat.out.rstrip("\n").endswith("The user answered: Porto, in the end.")
+
+
+async def respond_fully(
+    http: httpx.AsyncClient, token: str, path: str, body: dict[str, Any]
+) -> str:
+    """A turn's stream read to its end; the metadata event's reply id."""
+    headers = {"Authorization": f"Bearer {token}"}
+    response = await http.post(path, json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    [metadata] = [line for line in response.text.splitlines() if line.startswith('data: {"chatId"')]
+    return str(json.loads(metadata.removeprefix("data: "))["assistantMessageId"])
+
+
+async def test_history_names_the_senders_and_marks_what_was_replaced(
+    logical_database_url: str, tmp_path: Path
+) -> None:
+    member_id = uuid.uuid4()
+    await execute(
+        logical_database_url,
+        "insert into auth.users (id, email) values (%s, %s)",
+        member_id,
+        "bea@example.com",
+    )
+    async with dev_servers() as started:
+        server = await start_handoff_dev(
+            logical_database_url, tmp_path, SCRIPTED_TOKEN_DELAY_MS="5"
+        )
+        started.append(server)
+        owner = server.token
+        member = token_for(member_id, secret=DevHome(tmp_path).jwt_secret())
+        chat = str(DEMO_CHAT_ID)
+        async with httpx.AsyncClient(base_url=server.origin, timeout=30) as http:
+            # GIVEN the demo chat shared with Bea, the owner's message answered twice (the
+            # first reply replaced, stale), then Bea's message
+            added = await http.post(
+                f"/api/chats/{chat}/members",
+                json={"email": "bea@example.com"},
+                headers={"Authorization": f"Bearer {owner}"},
+            )
+            assert added.status_code == 201, added.text
+            first = await respond_fully(
+                http, owner, "/api/chat/respond", {"chatId": chat, "content": "@default hi all"}
+            )
+            again = await respond_fully(
+                http, owner, f"/api/chat/{chat}/messages/{first}/regenerate", {}
+            )
+            await respond_fully(
+                http, member, "/api/chat/respond", {"chatId": chat, "content": "@default from Bea"}
+            )
+        # WHEN the owner prints the chat
+        shown = await handoff_chat(server.origin, "--history")
+        await server.stop()
+    assert shown.status == 0, shown.err
+    lines = shown.out.splitlines()
+    # THEN each user message is under its sender: "You" for the caller, the member's e-mail
+    assert any(line.endswith(" You: @default hi all") for line in lines), shown.out
+    assert any(line.endswith(" bea@example.com: @default from Bea") for line in lines), shown.out
+    # AND the replaced reply is marked stale, with the short id of its replacement, printed too
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"[{first[:8]}] Helper: "))
+    assert lines[at + 1] == f"    (stale: replaced by [{again[:8]}])"
+    assert any(line.startswith(f"[{again[:8]}] Helper: ") for line in lines), shown.out

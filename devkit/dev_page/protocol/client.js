@@ -1,6 +1,7 @@
 // The Handoff API as a frontend speaks it, for the dev page: the session and its renewal, every
 // route the page calls (respond and regenerate as SSE streams, cancel, pause and resume, answers,
-// approvals, branches, chats, the history, a reply's timeline), and the Realtime client. It knows
+// approvals, branches, chats and their members, cascades, the history, a reply's timeline), and
+// the Realtime client. It knows
 // nothing of the page (no DOM): it answers with values and RequestErrors, and says when it
 // renewed the session's token with a `token` event.
 
@@ -161,8 +162,38 @@ export class HandoffClient extends EventTarget {
     return this.api('/api/chats', POST_EMPTY);
   }
 
-  history(chatId) {
-    return this.api(chatPath(chatId, '/history'));
+  // The chat's history; `all`: every branch's messages, each marked `stale` when off its
+  // assistant's active branch (what an edit, a regenerate or a cascade replaced among them).
+  history(chatId, { all = false } = {}) {
+    return this.api(chatPath(chatId, all ? '/history?all=true' : '/history'));
+  }
+
+  // Who is in the chat, `[{ userId, email, role, addedAt }]`, the owner first.
+  async members(chatId) {
+    return (await this.api(`/api/chats/${chatId}/members`)).members;
+  }
+
+  // Adds a user to the chat by e-mail (its owner only); the member.
+  addMember(chatId, email) {
+    return this.api(`/api/chats/${chatId}/members`, { method: 'POST', body: { email } });
+  }
+
+  // Removes a member (the owner), or the caller themself (leaving).
+  removeMember(chatId, userId) {
+    const path = `/api/chats/${chatId}/members/${encodeURIComponent(userId)}`;
+    return this.api(path, { method: 'DELETE' });
+  }
+
+  // Answers an edit's cascade card: go on regenerating the replies that depend on it, or not.
+  decideCascade(chatId, cascadeId, approved) {
+    const path = chatPath(chatId, `/cascades/${encodeURIComponent(cascadeId)}/decision`);
+    return this.api(path, { method: 'POST', body: { approved } });
+  }
+
+  // Stops a cascade before its next regeneration.
+  cancelCascade(chatId, cascadeId) {
+    const path = chatPath(chatId, `/cascades/${encodeURIComponent(cascadeId)}/cancel`);
+    return this.api(path, POST_EMPTY);
   }
 
   // The deployment's assistants, `[{ id, name, description }]`, the default first.

@@ -5,7 +5,8 @@
 // channel) and polls while the feed is down. It knows nothing of the page: what it observes goes
 // to the `view` it is given:
 //
-//   history(rows)      the stored messages, the base the changes apply on
+//   history(rows, body) the stored messages, the base the changes apply on; `body` is the
+//                      whole answer (its `pendingCascades`: the cards waiting for the editor)
 //   changes(payloads)  the changes held back while the history loaded, to apply on top of it
 //   change(payload)    one change, live
 //   status(kind, text) 'connecting', 'live' or 'down', and the words for it
@@ -36,10 +37,12 @@ function unsubscribe(subscription) {
 }
 
 export class ChatFeed {
-  constructor(client, chatId, view) {
+  // `all`: the history of every branch (the stale messages too), rather than the active ones'.
+  constructor(client, chatId, view, { all = false } = {}) {
     this.client = client;
     this.chatId = chatId;
     this.view = view;
+    this.all = all;
     this.closed = false;
     // Subscribed: changes arrive live.
     this.up = false;
@@ -74,14 +77,14 @@ export class ChatFeed {
   async refresh() {
     let body;
     try {
-      body = await this.client.history(this.chatId);
+      body = await this.client.history(this.chatId, { all: this.all });
     } catch (error) {
       // Changes held back for the history are not held for ever.
       if (!this.closed) this.flush();
       throw error;
     }
     if (this.closed) return;
-    this.view.history(body.messages);
+    this.view.history(body.messages, body);
     this.flush();
   }
 
