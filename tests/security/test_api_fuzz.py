@@ -173,6 +173,9 @@ def fuzz(
     return tally
 
 
+# Every route of the API, each with its coverage phase and generated cases: about 30 s alone,
+# several times that beside the rest of the suite on a 2-core machine.
+@pytest.mark.timeout(360)
 @pytest.mark.parametrize("with_token", [True, False], ids=["owner-token", "no-token"])
 async def test_generated_requests_get_no_5xx_and_only_json_errors(
     database_url: str, with_token: bool
