@@ -86,6 +86,10 @@ class HistoryCache:
         while self._items > self.max_items:
             self._drop(next(iter(self._entries)))
 
+    def held(self, thread_id: str) -> dict[Key, tuple[Any, ...]]:
+        """What the cache holds of the thread, by key."""
+        return {k: e.items for k, e in self._entries.items() if k[0] == thread_id}
+
     def keep_only(self, thread_id: str, keys: Sequence[Key] = ()) -> None:
         """Drop the thread's entries but `keys` (all of them when none are named)."""
         kept = set(keys)
