@@ -24,6 +24,7 @@ from bench.stack import NO_USER_LIMITS, create_chats
 from bench.stats import p50
 from infra.db import Pool, create_pool
 from infra.store.checkpoints import durable_saver, load_latest_into_memory
+from infra.store.history_cache import HISTORY, HistoryCache
 from tests.support import running_stack, token_for
 
 THREAD_BYTES_SQL = """
@@ -94,12 +95,16 @@ async def _sizes(database_url: str, thread: str) -> tuple[int, int, int]:
     return total, int(latest.get("latest") or 0), int(row["rows"])
 
 
-async def load_time(pool: Pool, thread: ThreadId, runs: int = 30) -> float:
-    """p50 seconds to seed a fresh in-memory saver with the thread's latest checkpoint."""
+async def load_time(
+    pool: Pool, thread: ThreadId, runs: int = 30, cache: HistoryCache | None = HISTORY
+) -> float:
+    """p50 seconds to seed a fresh in-memory saver with the thread's latest checkpoint, as a
+    turn does (with the process's history cache, which the turns before it filled), or without
+    a cache (`cache=None`: the whole chain read each time)."""
     seconds = []
     for _ in range(runs):
         started = time.perf_counter()
-        await load_latest_into_memory(durable_saver(pool), InMemorySaver(), thread)
+        await load_latest_into_memory(durable_saver(pool, cache=cache), InMemorySaver(), thread)
         seconds.append(time.perf_counter() - started)
     return p50(seconds)
 

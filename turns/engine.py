@@ -51,6 +51,7 @@ from infra.db import Conn, Pool
 from infra.settings import Settings
 from infra.store import branches, sources
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
+from infra.store.history_cache import HISTORY
 from infra.store.ids import MessageId
 from infra.store.messages import MessageMetadata
 from infra.store.usage import Spent
@@ -170,7 +171,7 @@ async def load_run(
         else:
             base = None
         if edit is None or base is not None:
-            durable = durable_saver(pool)
+            durable = durable_saver(pool, cache=HISTORY)
             known = await load_latest_into_memory(durable, memory, turn.thread_id, base)
     graph = _graph(turn, assistant, memory, settings)
     config = thread_config(turn.thread_id)

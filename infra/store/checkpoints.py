@@ -11,7 +11,9 @@ its length. `CompactSaver` stores a list as what it adds to the same channel's v
 checkpoint it was made from: a `checkpoint_blobs` row whose type is `delta:<kept>:<base
 version>` and whose blob holds the items after the first `kept` of the base version's value.
 Reading a checkpoint follows that chain in one query down to a whole value (a blob of the
-library's own shape, as every checkpoint written before deltas is) and rebuilds the list.
+library's own shape, as every checkpoint written before deltas is) and rebuilds the list. A
+saver given a `HistoryCache` (infra/store/history_cache.py) starts that chain from the decoded
+value the cache holds at the base version, when it does, and reads no chain at all.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 
 from agent.threads import ThreadId, thread_config
 from infra.db import Conn, Pool
+from infra.store.history_cache import HistoryCache, Key
 
 # The saver's own table, by its key: whether the thread has this checkpoint (at the root
 # namespace, where the graph's checkpoints live).
@@ -67,6 +70,8 @@ class CompactSaver(AsyncPostgresSaver):
     """The Postgres saver that stores list channels as deltas on a checkpoint's base."""
 
     _base: Checkpoint | None = None
+    # Decoded lists by version, for `aget_tuple` (see infra/store/history_cache.py).
+    cache: HistoryCache | None = None
 
     async def aput_after(
         self, base: Checkpoint | None, config: RunnableConfig, checkpoint: Checkpoint, metadata: Any
@@ -124,7 +129,11 @@ class CompactSaver(AsyncPostgresSaver):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = await super().aget_tuple(config)
-        return None if found is None else await self._rebuilt(found)
+        if found is None:
+            if self.cache is not None:  # a thread without checkpoints: nothing of it is kept
+                self.cache.keep_only(config["configurable"]["thread_id"])
+            return None
+        return await self._rebuilt(found, self.cache)
 
     async def alist(
         self,
@@ -137,41 +146,60 @@ class CompactSaver(AsyncPostgresSaver):
         # Read whole first: the library holds its lock while the listing is consumed.
         listed = [t async for t in super().alist(config, filter=filter, before=before, limit=limit)]
         for found in listed:
-            yield await self._rebuilt(found)
+            yield await self._rebuilt(found, None)
 
-    async def _rebuilt(self, found: CheckpointTuple) -> CheckpointTuple:
-        """`found` with each delta read down its chain into the whole list."""
+    async def _rebuilt(self, found: CheckpointTuple, cache: HistoryCache | None) -> CheckpointTuple:
+        """`found` with each delta read down its chain into the whole list. With a `cache`, the
+        lists start from the values it holds and it keeps those this checkpoint reads alone."""
         values = found.checkpoint["channel_values"]
+        versions = found.checkpoint["channel_versions"]
+        thread_id = str(found.config["configurable"]["thread_id"])
+        ns = str(found.config["configurable"].get("checkpoint_ns", ""))
+        used: list[Key] = []
         for channel, value in list(values.items()):
             if isinstance(value, _Delta):
-                values[channel] = await self._whole(found.config, channel, value)
+                base: Key = (thread_id, ns, channel, value.base)
+                values[channel] = await self._whole(base, value, cache)
+                used.append(base)
+            if cache is not None and isinstance(values[channel], list) and channel in versions:
+                head: Key = (thread_id, ns, channel, str(versions[channel]))
+                cache.put(head, values[channel])
+                used.append(head)
+        if cache is not None:
+            cache.keep_only(thread_id, used)
         return found
 
-    async def _whole(self, config: RunnableConfig, channel: str, delta: _Delta) -> list[Any]:
-        params = {
-            "thread_id": config["configurable"]["thread_id"],
-            "ns": config["configurable"].get("checkpoint_ns", ""),
-            "channel": channel,
-            "version": delta.base,
-        }
+    async def _whole(self, base: Key, delta: _Delta, cache: HistoryCache | None) -> list[Any]:
+        """The list `delta` stands for: its base's value, from `cache` or down the chain, then
+        what the delta adds. The base's value goes into `cache`."""
+        held = cache.get(base) if cache is not None else None
+        if held is not None:
+            return self._applied(list(held), delta.kept, delta.added)
+        thread_id, ns, channel, version = base
+        params = {"thread_id": thread_id, "ns": ns, "channel": channel, "version": version}
         async with self._cursor() as cur:
             await cur.execute(CHAIN_SQL, params)
             rows = await cur.fetchall()
         if not rows or rows[0]["type"].startswith(f"{DELTA}:"):
-            raise LookupError(f"{channel} of {params['thread_id']} misses its base {delta.base}")
+            raise LookupError(f"{channel} of {thread_id} misses its base {version}")
         items: list[Any] = list(self.serde.loads_typed((rows[0]["type"], rows[0]["blob"])))
         for row in rows[1:]:
             items = self._applied(items, int(row["type"].split(":", 2)[1]), row["blob"])
+        if cache is not None:
+            cache.put(base, items)
         return self._applied(items, delta.kept, delta.added)
 
     def _applied(self, items: list[Any], kept: int, added: bytes) -> list[Any]:
         return items[:kept] + list(self.serde.loads_typed(("msgpack", added)))
 
 
-def durable_saver(pool_or_conn: Pool | Conn) -> CompactSaver:
+def durable_saver(pool_or_conn: Pool | Conn, *, cache: HistoryCache | None = None) -> CompactSaver:
     """The saver on our own pool (never prepares statements; see infra.db), or on a connection
-    inside a transaction so its writes commit together with ours."""
-    return CompactSaver(pool_or_conn)
+    inside a transaction so its writes commit together with ours. With a `cache`, its
+    `aget_tuple` returns lists that share their items with it: for `load_latest_into_memory`."""
+    saver = CompactSaver(pool_or_conn)
+    saver.cache = cache
+    return saver
 
 
 async def has_checkpoint(conn: Conn, thread_id: ThreadId, checkpoint_id: str) -> bool:
