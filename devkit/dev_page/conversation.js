@@ -5,6 +5,9 @@
 import { ENDED_REPLY_STATUSES, LIVE_REPLY_STATUSES } from './statuses.js';
 
 export const state = {
+  // The dev server's session (protocol/session.js), and the package's client it made: the
+  // routes.
+  connection: null,
   client: null,
   session: null,
   chats: [],

@@ -119,7 +119,7 @@ async function add() {
   button.disabled = true;
   showError('');
   try {
-    await state.client.addMember(state.chatId, email);
+    await state.client.addMember(state.chatId, { email });
     input.value = '';
     await loadMembers();
   } catch (error) {
