@@ -28,7 +28,7 @@ function branchLabel(branch, index) {
 
 async function loadBranches() {
   const chatId = state.chatId;
-  if (!state.session || !chatId) return;
+  if (!state.session || !chatId || chatId === controls.leaving) return;
   const request = ++controls.branchesRequest;
   let body;
   try {

@@ -43,6 +43,8 @@ export const controls = {
   // The reply a pause was asked for, until its row says `paused` (or it ends).
   pausing: null,
   regenerating: false,
+  // The chat the user is leaving (removing themself from): its branches are not asked for.
+  leaving: null,
   // The branches shown in the switcher, and what they were loaded for.
   branchesKey: '',
   branchesTimer: null,
