@@ -1,7 +1,7 @@
 // The branch switcher: shown while the chat has more than one branch (regenerate forks one).
 
 import { controls, state } from './conversation.js';
-import { els, formatTime, showComposerError, visibleText } from './page.js';
+import { aborted, els, formatTime, showComposerError, visibleText } from './page.js';
 
 // Loaded again whenever the messages shown change (a fork adds a reply, a switch replaces them).
 export function watchBranches() {
@@ -28,7 +28,7 @@ function branchLabel(branch, index) {
 
 async function loadBranches() {
   const chatId = state.chatId;
-  if (!state.session || !chatId) return;
+  if (!state.session || !chatId || chatId === controls.leaving) return;
   const request = ++controls.branchesRequest;
   let body;
   try {
@@ -67,7 +67,7 @@ export async function activateBranch(branchId) {
     // The history follows the active branch.
     if (chatId === state.chatId) await state.feed.refresh();
   } catch (error) {
-    if (error.name === 'AbortError') return;
+    if (aborted(error)) return;
     showComposerError(`Could not switch branches: ${error.message}`);
     els.branchSelect.value = controls.activeBranchId;
   } finally {

@@ -133,7 +133,10 @@ export function renderPaused(bubble, message) {
     disableAll(inputs, true);
     error.hidden = true;
     try {
-      await state.client.resume(state.chatId, instruction.value.trim(), message.assistantId);
+      await state.client.resume(state.chatId, {
+        instruction: instruction.value.trim(),
+        assistantId: message.assistantId,
+      });
       if (!state.feed?.up) await state.feed?.refresh();
     } catch (failure) {
       error.textContent = `Not resumed: ${failure.message}`;

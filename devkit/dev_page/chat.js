@@ -1,4 +1,5 @@
-// The development chat page: plain ES modules, no build step, no network beyond this origin.
+// The development chat page: plain ES modules, no build step when it runs (client/ is built
+// and committed), no network beyond this origin.
 //
 // A turn's first tokens come from POST /api/chat/respond (SSE read with fetch, since
 // EventSource cannot POST). Whatever continues in the background arrives as row changes of
@@ -6,15 +7,17 @@
 // vendor/supabase.js, which index.html loads as the `supabase` global), subscribed as the
 // docs/realtime.md tells a production frontend to; the dev server speaks Realtime's protocol.
 //
-// protocol/ speaks to the server and knows nothing of the page: client.js (the session and
-// every route), sse.js (a turn's stream), feed.js (a chat followed live, caught up from the
+// The server is spoken to through the JavaScript client (clients/js; its browser build is
+// client/, committed, imported as it is): every route, a turn's SSE stream, the @-mentions.
+// protocol/ holds what the dev server adds and knows nothing of the page: session.js (the demo
+// user's session, renewed when refused, and supabase-js's client per project key, which it makes
+// the package's client with), feed.js (a chat followed live, caught up from every branch's
 // history). The page, by concern: conversation.js (the messages as the page holds them),
 // messages.js (their bubbles), cards.js (approvals, questions, resume), timeline.js (a reply's
 // waterfall), composer.js (sending, streaming, cancel, pause, regenerate), completion.js (the
 // @-completion), assistants.js (the picker), chats.js (the list and opening a chat),
 // members.js (who is in the chat, and the senders' names), cascades.js (an edit's cascade
-// card), branches.js (the switcher), page.js (elements, banners, text). protocol/mentions.js reads the
-// mention being typed.
+// card), branches.js (the switcher), page.js (elements, banners, text).
 
 import { loadAssistants, wirePicker } from './assistants.js';
 import { activateBranch } from './branches.js';
@@ -23,7 +26,7 @@ import { completionKey, wireCompletion } from './completion.js';
 import { cancel, pause, send, updateControls } from './composer.js';
 import { state } from './conversation.js';
 import { wireMembers } from './members.js';
-import { HandoffClient } from './protocol/client.js';
+import { DevConnection } from './protocol/session.js';
 import { els, findElements, setFeedState, showBanner } from './page.js';
 
 function wire() {
@@ -65,12 +68,13 @@ async function start() {
   findElements();
   wire();
   updateControls();
-  state.client = new HandoffClient({
+  state.connection = new DevConnection({
     origin: window.location.origin,
     createClient: (...args) => window.supabase.createClient(...args),
   });
+  state.client = state.connection.api;
   try {
-    state.session = await state.client.signIn();
+    state.session = await state.connection.signIn();
   } catch (error) {
     showBanner(`Could not start a session: ${error.message}`);
     setFeedState('down', 'Offline');

@@ -7,7 +7,7 @@ import { loadMembers, resetMembers } from './members.js';
 import { ChatFeed } from './protocol/feed.js';
 import { activeReply, applyChange, applyHistory, state } from './conversation.js';
 import { afterRender, renderAll, rerender } from './messages.js';
-import { els, formatTime, setFeedState, showBanner, showComposerError } from './page.js';
+import { aborted, els, formatTime, setFeedState, showBanner, showComposerError } from './page.js';
 
 function chatLink(chat) {
   const link = document.createElement('a');
@@ -54,13 +54,12 @@ export function chatFromHash() {
 }
 
 export async function loadChats() {
-  const { chats } = await state.client.chats();
-  state.chats = chats;
+  state.chats = await state.client.chats();
   renderChats();
 }
 
 function reportLoadError(error) {
-  if (error.name === 'AbortError') return;
+  if (aborted(error)) return;
   showBanner(`Could not load this chat: ${error.message}`);
 }
 
@@ -119,7 +118,7 @@ export function openChat(chatId) {
   renderChats();
   afterRender();
   // Every branch's messages: the stale ones something replaced are shown, marked.
-  state.feed = new ChatFeed(state.client, chatId, feedView, { all: true });
+  state.feed = new ChatFeed(state.connection, chatId, feedView, { all: true });
   state.feed.open(leaving);
   loadChatAssistants();
   loadMembers();

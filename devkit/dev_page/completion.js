@@ -1,7 +1,7 @@
 // @-completion in the message box: typing `@` offers the chat's assistants (name and id);
 // arrow keys move through them, Enter or Tab completes the mention, Escape closes the list.
 
-import { completeMention, matchingAssistants, mentionAt } from './protocol/mentions.js';
+import { completeMention, matchingAssistants, mentionAt } from './client/index.js';
 import { state } from './conversation.js';
 import { els } from './page.js';
 

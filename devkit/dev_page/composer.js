@@ -2,8 +2,7 @@
 // bubble; the replies of the other assistants it mentions, shown as they start), and the chat's
 // controls: cancel, pause, regenerate.
 
-import { uuid4 } from './protocol/client.js';
-import { readSse } from './protocol/sse.js';
+import { readSse } from './client/index.js';
 import { pickedAssistantId } from './assistants.js';
 import {
   activeReply,
@@ -14,7 +13,17 @@ import {
   upsert,
 } from './conversation.js';
 import { adoptStoredId, renderAll, renderMessage, rerender } from './messages.js';
-import { els, showComposerError } from './page.js';
+import { aborted, els, showComposerError } from './page.js';
+
+// A message's id, made here so that sending it again does not double it. (crypto.randomUUID
+// needs a secure context; getRandomValues does not: the page on a LAN address.)
+function uuid4() {
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  const h = [...b].map((x) => x.toString(16).padStart(2, '0')).join('');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
 
 export async function send() {
   const content = els.input.value;
@@ -56,7 +65,7 @@ export async function send() {
     // (Nothing is stored on a 401: the client renews the token once and sends it again.)
     response = await state.client.respond(body, controller.signal);
   } catch (error) {
-    if (error.name === 'AbortError') return;
+    if (aborted(error)) return;
     refused(
       error.status === 0
         ? 'Not sent: the server cannot be reached. Your message is still in the box.'
@@ -165,13 +174,13 @@ export async function streamReply(response, { controller, current, userMessage, 
 
   let assistant = null;
   try {
-    await readSse(response, (event, data) => {
-      if (!current()) return;
+    for await (const { event, data } of readSse(response.body)) {
+      if (!current()) continue;
       if (event === 'metadata') assistant = onMetadata(turn, data, userMessage);
       else assistant = onReplyEvent(turn, event, data, assistant);
-    });
+    }
   } catch (error) {
-    if (error.name === 'AbortError' || !current()) return;
+    if (aborted(error) || !current()) return;
     showComposerError('The connection dropped while the reply streamed; it goes on on the server.');
   } finally {
     turn.streaming = false;
@@ -226,14 +235,10 @@ export async function regenerate(reply) {
   try {
     let response;
     try {
-      response = await state.client.regenerate(
-        chatId,
-        reply.id,
-        controller.signal,
-        reply.assistantId,
-      );
+      const options = { assistantId: reply.assistantId };
+      response = await state.client.regenerate(chatId, reply.id, options, controller.signal);
     } catch (error) {
-      if (error.name === 'AbortError' || !current()) return;
+      if (aborted(error) || !current()) return;
       showComposerError(
         error.status === 0
           ? 'Not regenerated: the server cannot be reached.'

@@ -5,6 +5,9 @@
 import { ENDED_REPLY_STATUSES, LIVE_REPLY_STATUSES } from './statuses.js';
 
 export const state = {
+  // The dev server's session (protocol/session.js), and the package's client it made: the
+  // routes.
+  connection: null,
   client: null,
   session: null,
   chats: [],
@@ -40,6 +43,8 @@ export const controls = {
   // The reply a pause was asked for, until its row says `paused` (or it ends).
   pausing: null,
   regenerating: false,
+  // The chat the user is leaving (removing themself from): its branches are not asked for.
+  leaving: null,
   // The branches shown in the switcher, and what they were loaded for.
   branchesKey: '',
   branchesTimer: null,

@@ -2,7 +2,7 @@
 // removing them (the chat's owner), leaving it (a member); and the names the page gives the
 // senders of user messages.
 
-import { state } from './conversation.js';
+import { controls, state } from './conversation.js';
 import { renderAll } from './messages.js';
 import { $ } from './page.js';
 
@@ -97,14 +97,18 @@ async function remove(member, button) {
   button.disabled = true;
   showError('');
   const chatId = state.chatId;
+  const leaving = member.userId === state.session.userId;
+  // Nothing more is asked of a chat the user is leaving (the server would answer 404).
+  if (leaving) controls.leaving = chatId;
   try {
     await state.client.removeMember(chatId, member.userId);
   } catch (error) {
+    if (leaving) controls.leaving = null;
     button.disabled = false;
     showError(plain(error));
     return;
   }
-  if (member.userId === state.session.userId) {
+  if (leaving) {
     onLeave(chatId);
     return;
   }
@@ -119,7 +123,7 @@ async function add() {
   button.disabled = true;
   showError('');
   try {
-    await state.client.addMember(state.chatId, email);
+    await state.client.addMember(state.chatId, { email });
     input.value = '';
     await loadMembers();
   } catch (error) {

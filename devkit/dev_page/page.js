@@ -4,6 +4,10 @@
 export const $ = (testid, root = document) => root.querySelector(`[data-testid="${testid}"]`);
 export const els = {};
 
+// A request the page itself stopped (the JavaScript client words a fetch's abort as its own
+// error, code `aborted`; a stream cut mid-read stays an AbortError).
+export const aborted = (error) => error?.name === 'AbortError' || error?.code === 'aborted';
+
 export function findElements() {
   Object.assign(els, {
     chatList: $('chat-list'),

@@ -2,7 +2,7 @@
 // turns' traces in memory), and the reply's token usage.
 
 import { state } from './conversation.js';
-import { $ } from './page.js';
+import { $, aborted } from './page.js';
 import { ENDED_REPLY_STATUSES } from './statuses.js';
 
 // While spans of the turn still run, the open timeline asks again, for a minute at most.
@@ -79,9 +79,9 @@ async function loadTimeline(node, entry) {
   }
   let body;
   try {
-    body = await state.client.timeline(id);
+    body = await state.connection.timeline(id);
   } catch (error) {
-    if (request !== entry.request || error.name === 'AbortError') return;
+    if (request !== entry.request || aborted(error)) return;
     panel.dataset.state = 'error';
     $('timeline-summary', panel).textContent = error.message;
     $('waterfall', panel).hidden = true;

@@ -1,5 +1,5 @@
-// Drives the dev page's protocol client (devkit/dev_page/protocol/) under node, with no page
-// and no DOM: signs in, follows a chat live, sends a message and reads its stream, follows the
+// Drives the dev page's protocol client (devkit/dev_page/protocol/, on the JavaScript client's
+// build in devkit/dev_page/client/) under node, with no page and no DOM: signs in, follows a chat live, sends a message and reads its stream, follows the
 // reply to its end through Realtime, cancels a second turn, and renews a token the server
 // refuses. Prints what it saw as one JSON line.
 //
@@ -11,8 +11,8 @@ import vm from 'node:vm';
 const [origin, pageDir] = process.argv.slice(2);
 // supabase-js's browser build, as the page loads it: it defines the `supabase` global.
 vm.runInThisContext(readFileSync(`${pageDir}/vendor/supabase.js`, 'utf8'));
-const { HandoffClient, uuid4 } = await import(`${pageDir}/protocol/client.js`);
-const { readSse } = await import(`${pageDir}/protocol/sse.js`);
+const { DevConnection } = await import(`${pageDir}/protocol/session.js`);
+const { readSse } = await import(`${pageDir}/client/index.js`);
 const { ChatFeed } = await import(`${pageDir}/protocol/feed.js`);
 
 const TIMEOUT_MS = 30000;
@@ -69,28 +69,31 @@ const view = {
   replyRunning: () => false,
 };
 
+const uuid4 = () => crypto.randomUUID();
+
 async function turn(client, chatId, content) {
   const body = { chatId, content, userMessageId: uuid4(), multitaskStrategy: 'reject' };
   const response = await client.respond(body);
   const events = [];
   let replyId = null;
-  await readSse(response, (event, data) => {
+  for await (const { event, data } of readSse(response.body)) {
     events.push(event);
     if (event === 'metadata') replyId = data.assistantMessageId;
-  });
+  }
   return { events, replyId };
 }
 
-const client = new HandoffClient({
+const connection = new DevConnection({
   origin,
   createClient: (...args) => globalThis.supabase.createClient(...args),
 });
-client.addEventListener('token', () => {
+connection.addEventListener('token', () => {
   report.renewed += 1;
 });
-const session = await client.signIn();
+const client = connection.api;
+const session = await connection.signIn();
 const chat = await client.createChat();
-const feed = new ChatFeed(client, chat.id, view);
+const feed = new ChatFeed(connection, chat.id, view);
 feed.open();
 await until(() => report.states.includes('live') && report.histories > 0, 'the feed');
 
@@ -106,12 +109,13 @@ report.cancel = await client.cancel(chat.id);
 report.secondId = second.replyId;
 await until(() => report.rows[second.replyId]?.status === 'canceled', 'the cancel to show');
 
-// A token the server does not take: renewed once, and the request goes through.
-session.token = 'not-a-token';
-report.chats = (await client.chats()).chats.map((known) => known.id);
+// A token the server does not take, as the package's client holds it (it keeps the last one it
+// was given): renewed once, and the request goes through.
+connection.api.http.current = Promise.resolve('not-a-token');
+report.chats = (await client.chats()).map((known) => known.id);
 report.history = (await client.history(chat.id)).messages.map((row) => row.role);
 report.chatId = chat.id;
-// Every branch's history, the members, and the routes' refusals as RequestErrors with codes.
+// Every branch's history, the members, and the routes' refusals as HandoffErrors with codes.
 report.allHistory = (await client.history(chat.id, { all: true })).messages.length;
 report.members = (await client.members(chat.id)).map((m) => [m.userId, m.role]);
 report.userId = session.userId;
@@ -123,12 +127,12 @@ const refusal = async (request) => {
     return [error.status, error.code];
   }
 };
-report.addNobody = await refusal(() => client.addMember(chat.id, 'nobody@example.com'));
+report.addNobody = await refusal(() => client.addMember(chat.id, { email: 'nobody@example.com' }));
 report.ownerLeaves = await refusal(() => client.removeMember(chat.id, session.userId));
 report.decideNone = await refusal(() => client.decideCascade(chat.id, uuid4(), true));
 report.cancelNone = await refusal(() => client.cancelCascade(chat.id, uuid4()));
 
 await feed.close();
-await client.supabase().realtime.disconnect();
+await connection.supabase().realtime.disconnect();
 process.stdout.write(`${JSON.stringify(report)}\n`);
 process.exit(0);

@@ -29,12 +29,14 @@ COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 def page_files() -> list[Path]:
-    """The page's own code: its modules and its HTML, not the vendored supabase-js."""
-    vendor = PAGE_DIR / "vendor"
+    """The page's own code: its modules and its HTML, not the vendored supabase-js nor the
+    JavaScript client's build (client/, whose two sets tests/clients/test_page_build.py holds
+    to the server's)."""
+    others = (PAGE_DIR / "vendor", PAGE_DIR / "client")
     return sorted(
         path
         for path in [*PAGE_DIR.rglob("*.js"), *PAGE_DIR.rglob("*.html")]
-        if vendor not in path.parents
+        if not any(other in path.parents for other in others)
     )
 
 

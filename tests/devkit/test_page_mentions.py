@@ -1,5 +1,6 @@
-"""The dev page's @-mentions (devkit/dev_page/protocol/mentions.js), run under node: the mention
-being typed at the caret, the chat's assistants it may name, and the text once one is chosen."""
+"""The dev page's @-mentions (the JavaScript client's, as devkit/dev_page/client/mentions.js has
+them), run under node: the mention being typed at the caret, the chat's assistants it may name,
+and the text once one is chosen."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def run(cases: list[tuple[str, int, str | None]]) -> list[dict[str, Any]]:
         if os.environ.get("CI"):
             pytest.fail("the mentions test needs node; .ci/run installs it")
         pytest.skip("the mentions test needs node")
-    module = (PAGE_DIR / "protocol" / "mentions.js").as_uri()
+    module = (PAGE_DIR / "client" / "mentions.js").as_uri()
     argument = json.dumps({"assistants": ASSISTANTS, "cases": cases})
     out = subprocess.run(  # noqa: S603
         [node, "--input-type=module", "-e", SCRIPT, module, argument],
