@@ -18,6 +18,8 @@ from pathlib import Path
 
 # Where Lambda unzips the function's code: the name tracebacks show for its files.
 TASK_ROOT = "/var/task"
+# Names the interpreter to compile with, as `handoff package --python` does.
+PYTHON_VARIABLE = "HANDOFF_PACKAGE_PYTHON"
 # Run by the artefact's interpreter. Each file is compiled on its own (`compile_file`), so one
 # that fails (a test of a dependency written for another Python, a template) is listed rather
 # than stopping the rest. Two things would make the bytes differ from build to build: a set
@@ -48,8 +50,11 @@ class BytecodeError(Exception):
 
 
 def compiling_python(version: str, uv: str, given: Path | None = None) -> Path:
-    """An interpreter of Python `version` ("3.12") to compile an artefact's bytecode: `given`,
-    else this one if it is that version, else the one `uv python find` finds."""
+    """An interpreter of Python `version` ("3.12") to compile an artefact's bytecode: `given`
+    (or HANDOFF_PACKAGE_PYTHON), else this one if it is that version, else the one
+    `uv python find` finds."""
+    if given is None and os.environ.get(PYTHON_VARIABLE):
+        given = Path(os.environ[PYTHON_VARIABLE])
     if given is not None:
         found = _version_of(given)
         if found != version:
@@ -72,7 +77,7 @@ def compiling_python(version: str, uv: str, given: Path | None = None) -> Path:
             f"Lambda runs Python {version}, and this is {sys.version_info.major}."
             f"{sys.version_info.minor}: bytecode from another version would be ignored, and"
             f" none was found to compile with. Install one (`uv python install {version}`)"
-            " or name it with --python."
+            f" or name it with --python or {PYTHON_VARIABLE}."
         )
     return found_path
 
