@@ -52,7 +52,7 @@ class BytecodeError(Exception):
 def compiling_python(version: str, uv: str, given: Path | None = None) -> Path:
     """An interpreter of Python `version` ("3.12") to compile an artefact's bytecode: `given`
     (or HANDOFF_PACKAGE_PYTHON), else this one if it is that version, else the one
-    `uv python find` finds."""
+    `uv python find` finds, else one pyenv installed."""
     if given is None and os.environ.get(PYTHON_VARIABLE):
         given = Path(os.environ[PYTHON_VARIABLE])
     if given is not None:
@@ -71,7 +71,7 @@ def compiling_python(version: str, uv: str, given: Path | None = None) -> Path:
         text=True,
         check=False,
     )
-    found_path = Path(result.stdout.strip()) if result.returncode == 0 else None
+    found_path = Path(result.stdout.strip()) if result.returncode == 0 else _pyenv_python(version)
     if found_path is None or _version_of(found_path) != version:
         raise BytecodeError(
             f"Lambda runs Python {version}, and this is {sys.version_info.major}."
@@ -80,6 +80,17 @@ def compiling_python(version: str, uv: str, given: Path | None = None) -> Path:
             f" or name it with --python or {PYTHON_VARIABLE}."
         )
     return found_path
+
+
+def _pyenv_python(version: str) -> Path | None:
+    """The newest `version` pyenv installed, which `uv python find` misses behind pyenv's shims
+    when that version is not among the ones pyenv makes global."""
+    root = os.environ.get("PYENV_ROOT") or str(Path.home() / ".pyenv")
+    found = sorted(
+        Path(root).glob(f"versions/{version}.*/bin/python{version}"),
+        key=lambda p: [int(n) if n.isdigit() else 0 for n in p.parts[-3].split(".")],
+    )
+    return found[-1] if found else None
 
 
 def compile_tree(staging: Path, python: Path, ours: tuple[str, ...]) -> tuple[str, ...]:
