@@ -1,13 +1,14 @@
 """The first token of a cold respond process against a warm one, on the built artefact.
 
-The respond artefact is built as `handoff package` builds it (for this machine's Python: Lambda's
-3.12 is not here), unzipped with its permission bits and started by `handlers/run.sh` with an
-interpreter that sees nothing but the artefact, as the Lambda Web Adapter starts it. Each run:
+The respond artefact is built as `handoff package` builds it (for this machine's Python, and its
+bytecode with it: Lambda's 3.12 need not be here), unzipped with its permission bits and started
+by `handlers/run.sh` with an interpreter that sees nothing but the artefact, as the Lambda Web
+Adapter starts it. Each run:
 
 - cold: from the process's start, /healthz polled every 10 ms (the adapter's readiness check),
-  then one reply asked for; the time to its first `token` event. Without bytecode, as on Lambda,
-  whose read-only task root keeps none (`PYTHONDONTWRITEBYTECODE`); and again with the artefact's
-  modules compiled beforehand, which is what bytecode shipped in the zip would give;
+  then one reply asked for; the time to its first `token` event. With the bytecode the zip
+  ships, and again with every `__pycache__` removed (the zips before they carried bytecode);
+  both with `PYTHONDONTWRITEBYTECODE`, as on Lambda, whose read-only task root keeps none;
 - warm: the same process's next reply, from its request to its first token.
 
 Neither is SnapStart's restore, which only Lambda can measure.
@@ -52,37 +53,47 @@ class Figures:
     warm: list[float] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class Tasks:
+    """Each artefact unzipped, as shipped and without its bytecode, and a bare interpreter."""
+
+    shipped: dict[str, Path]
+    sources_only: dict[str, Path]
+    bare_python: Path  # its bin directory
+
+
 @contextmanager
-def built_respond_task() -> Iterator[tuple[Path, Path]]:
-    """(the unzipped respond artefact, a bare interpreter's bin directory), for this run."""
+def built_tasks(names: tuple[str, ...] = ("respond",)) -> Iterator[Tasks]:
+    """The artefacts `names`, built and unzipped for this run."""
     uv = os.environ.get("UV") or shutil.which("uv") or "uv"
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     with tempfile.TemporaryDirectory(prefix="handoff-cold-") as scratch:
         work = Path(scratch)
-        specs = tuple(spec for spec in ARTEFACTS if spec.name == "respond")
-        [artefact] = build_artefacts(
+        built = build_artefacts(
             ROOT,
             work / "dist",
             assistants_code(Settings()),
             uv=uv,
-            specs=specs,
+            specs=tuple(spec for spec in ARTEFACTS if spec.name in names),
             python_version=version,
+            compile_with=Path(sys.executable),
         )
-        task = work / "task"
-        with zipfile.ZipFile(artefact.path) as archive:
-            for info in archive.infolist():
-                Path(archive.extract(info, task)).chmod((info.external_attr >> 16) & 0o777)
+        shipped, sources_only = {}, {}
+        for artefact in built:
+            shipped[artefact.name] = task = work / artefact.name
+            with zipfile.ZipFile(artefact.path) as archive:
+                for info in archive.infolist():
+                    Path(archive.extract(info, task)).chmod((info.external_attr >> 16) & 0o777)
+            sources_only[artefact.name] = without_bytecode(task)
         venv = work / "python"
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)  # noqa: S603
-        yield task, venv / "bin"
+        yield Tasks(shipped, sources_only, venv / "bin")
 
 
-def compiled_copy(task: Path, bare_python: Path) -> Path:
-    """A copy of `task` with every module compiled to bytecode beside it."""
-    copy = task.with_name("task-compiled")
-    shutil.copytree(task, copy, symlinks=True)
-    command = [str(bare_python / "python"), "-m", "compileall", "-q", "-j", "0", str(copy)]
-    subprocess.run(command, check=False, capture_output=True)  # noqa: S603 - some tests fail to compile
+def without_bytecode(task: Path) -> Path:
+    """A copy of `task` with no `__pycache__`: the artefact as the zips were before."""
+    copy = task.with_name(f"{task.name}-sources-only")
+    shutil.copytree(task, copy, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     return copy
 
 
@@ -119,25 +130,27 @@ async def one_run(task: Path, bare_python: Path, env: dict[str, str], figures: F
         figures.warm.append(_first_token(second) - second.sent)
 
 
-async def measure(runs: int) -> dict[str, Figures]:
-    """Cold (without and with bytecode) and warm figures, interleaved run by run."""
+async def measure(runs: int, tasks: Tasks) -> dict[str, Figures]:
+    """Cold (with and without bytecode) and warm figures, interleaved run by run."""
     server = resolve_server_url()
-    with built_respond_task() as (task, bare_python):
-        compiled = compiled_copy(task, bare_python)
-        async with migrated_template(server) as template, fresh_database(server, template) as url:
-            env = {
-                "DATABASE_URL": url,
-                "SUPABASE_JWT_SECRET": JWT_SECRET,
-                "INNGEST_EVENT_KEY": "unused",
-                "INNGEST_SIGNING_KEY": "signkey-prod-" + "0" * 64,
-                "SCRIPTED_TOKEN_DELAY_MS": "0",
-            }
-            sources = {"no bytecode (as on Lambda)": task, "bytecode compiled": compiled}
-            figures = {name: Figures() for name in sources}
-            for _ in range(runs):
-                for name, root in sources.items():
-                    no_cache = {"PYTHONDONTWRITEBYTECODE": "1"}
-                    await one_run(root, bare_python, env | no_cache, figures[name])
+    bare_python = tasks.bare_python
+    async with migrated_template(server) as template, fresh_database(server, template) as url:
+        env = {
+            "DATABASE_URL": url,
+            "SUPABASE_JWT_SECRET": JWT_SECRET,
+            "INNGEST_EVENT_KEY": "unused",
+            "INNGEST_SIGNING_KEY": "signkey-prod-" + "0" * 64,
+            "SCRIPTED_TOKEN_DELAY_MS": "0",
+        }
+        sources = {
+            "bytecode shipped in the zip": tasks.shipped["respond"],
+            "no bytecode (the zip before)": tasks.sources_only["respond"],
+        }
+        figures = {name: Figures() for name in sources}
+        for _ in range(runs):
+            for name, root in sources.items():
+                no_cache = {"PYTHONDONTWRITEBYTECODE": "1"}
+                await one_run(root, bare_python, env | no_cache, figures[name])
     return figures
 
 

@@ -7,8 +7,11 @@ Measured in `.bench/runtime`, a virtualenv with the runtime dependencies only (a
 artefacts), made on first use: development tools change what imports (httpx loads its command
 line, with rich and pygments, when they are installed). Each figure is the median over fresh
 interpreters of the total `python -X importtime` reports (every module's own import time,
-summed), and the interpreter's wall time. The first-token figures come from the built respond
-artefact, started as the Lambda Web Adapter starts it (bench/cold_first_token.py).
+summed), and the interpreter's wall time. Then the same for both entries imported from their
+built artefacts by an interpreter that sees nothing else and writes no bytecode, as on Lambda:
+with the bytecode the zips ship, and with it removed (the zips before). The first-token figures
+come from the built respond artefact, started as the Lambda Web Adapter starts it
+(bench/cold_first_token.py).
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ import statistics
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from bench.cold_first_token import Tasks
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNTIME_VENV = ROOT / ".bench" / "runtime"
@@ -44,6 +51,7 @@ CASES = {
     "every runtime dependency": f"import {EVERY_DEPENDENCY}",
     "python -c pass (the floor)": "pass",
 }
+ENTRIES = {"respond": "handlers.lambda_respond", "inngest": "functions.lambda_inngest"}
 _LINE = re.compile(r"import time:\s+(\d+) \|")
 
 
@@ -71,8 +79,8 @@ def runtime_python() -> Path:
     return python
 
 
-def measure(python: Path, code: str) -> tuple[float, float]:
-    """(importtime total in ms, wall time in ms) for one fresh interpreter."""
+def measure(python: Path, code: str, cwd: Path = ROOT, *flags: str) -> tuple[float, float]:
+    """(importtime total in ms, wall time in ms) for one fresh interpreter in `cwd`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SSM_", "AWS_"))}
     env |= {
         "DATABASE_URL": "postgresql://unused@127.0.0.1:1/none",
@@ -81,9 +89,9 @@ def measure(python: Path, code: str) -> tuple[float, float]:
     }
     started = time.perf_counter()
     out = subprocess.run(  # noqa: S603 - our own interpreter and a literal program
-        [str(python), "-X", "importtime", "-c", code],
+        [str(python), *flags, "-X", "importtime", "-c", code],
         env=env,
-        cwd=ROOT,
+        cwd=cwd,
         check=True,
         capture_output=True,
         text=True,
@@ -101,14 +109,39 @@ def main() -> None:
     )
     args = parser.parse_args()
     print_import_times(args.runs)
-    if args.first_token_runs:
-        logging.basicConfig(level=logging.CRITICAL)
-        # Imported here: the import figures above need none of the stack's modules.
-        from bench import cold_first_token
+    # Imported here: the import figures above need none of the stack's modules.
+    from bench import cold_first_token
 
-        figures = asyncio.run(cold_first_token.measure(args.first_token_runs))
+    with cold_first_token.built_tasks(("respond", "inngest")) as tasks:
         print()
-        print(cold_first_token.render(figures, args.first_token_runs))
+        print_artefact_import_times(args.runs, tasks)
+        if args.first_token_runs:
+            logging.basicConfig(level=logging.CRITICAL)
+            figures = asyncio.run(cold_first_token.measure(args.first_token_runs, tasks))
+            print()
+            print(cold_first_token.render(figures, args.first_token_runs))
+
+
+def print_artefact_import_times(runs: int, tasks: Tasks) -> None:
+    """Each entry's import from its unzipped artefact, with and without the shipped bytecode."""
+    python = tasks.bare_python / "python"
+    kinds = {"bytecode shipped": tasks.shipped, "no bytecode": tasks.sources_only}
+    cases = {
+        f"{name} entry ({entry}), {kind}": (f"import {entry}", roots[name])
+        for name, entry in ENTRIES.items()
+        for kind, roots in kinds.items()
+    }
+    results: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+    for _ in range(runs):
+        for name, (code, task) in cases.items():
+            # -B: Lambda's task root is read-only, so nothing compiled is kept for the next run.
+            results[name].append(measure(python, code, task, "-B"))
+    print(f"| import from the built artefact (median of {runs}) | importtime total ms | wall ms |")
+    print("|---|---:|---:|")
+    for name, figures in results.items():
+        total = statistics.median(t for t, _ in figures)
+        wall = statistics.median(w for _, w in figures)
+        print(f"| {name} | {total:,.0f} | {wall:,.0f} |")
 
 
 def print_import_times(runs: int) -> None:

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from devkit.lambda_package import Artefact
     from infra.settings import ModelPrice
     from infra.store.retention import Pruned
     from infra.store.usage import Tally, UserModelTally
@@ -73,6 +72,7 @@ def command_line() -> argparse.ArgumentParser:
     package = commands.add_parser("package", help="build the Lambda zips serverless.yml deploys")
     package.add_argument("--out", type=Path, default=PROJECT_ROOT / "dist")
     package.add_argument("--uv", default=shutil.which("uv"), help="uv binary (default: on PATH)")
+    package.add_argument("--python", type=Path, help="a Python of Lambda's version to compile with")
     package.add_argument(
         "--extra",
         action="append",
@@ -88,7 +88,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.command == "package":
         if not args.uv:
             parser.error("uv is not on PATH: pass --uv /path/to/uv")
-        sys.exit(package_lambdas(args.out, args.uv, tuple(args.extra or ())))
+        from devkit.package_command import package_lambdas
+
+        sys.exit(package_lambdas(args.out, args.uv, tuple(args.extra or ()), args.python))
     if args.command == "chat":
         from devkit import terminal_chat
 
@@ -160,39 +162,6 @@ def run_dev(host: str, port: int, data_dir: Path | None) -> int:
         return 1
     home = DevHome(data_dir or default_dev_dir())
     return dev_server.run(settings, host, port, home, assistants)
-
-
-def package_lambdas(out: Path, uv: str, more_extras: tuple[str, ...]) -> int:
-    """Both zips, with the assistants ASSISTANTS names and the extras of their models'
-    providers (and `more_extras`); 1, with one sentence, when they cannot be built."""
-    from devkit.lambda_package import PackagingError, build_artefacts
-    from devkit.packaged_assistants import AssistantsNotPackable, assistants_code
-    from infra.settings import Settings
-
-    try:
-        assistants = assistants_code(Settings())
-        extras = tuple(sorted({*assistants.extras, *more_extras}))
-        print(f"with the assistants of {assistants.module} ({assistants.path})", flush=True)
-        if extras:
-            print(f"with the optional dependencies of: {', '.join(extras)}", flush=True)
-        for artefact in build_artefacts(PROJECT_ROOT, out, assistants, uv=uv, extras=extras):
-            print(describe_artefact(artefact), flush=True)
-    except (AssistantsNotPackable, PackagingError) as exc:
-        print(f"handoff package: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-def describe_artefact(artefact: Artefact) -> str:
-    from devkit.lambda_package import UNZIPPED_LIMIT_BYTES
-
-    mib = 2**20
-    largest = ", ".join(f"{name} {size / mib:.1f}" for name, size in artefact.largest)
-    return (
-        f"{artefact.path}: {artefact.zipped_bytes / mib:.1f} MiB zipped, "
-        f"{artefact.unzipped_bytes / mib:.1f} MiB unzipped "
-        f"(Lambda allows {UNZIPPED_LIMIT_BYTES / mib:.0f}); largest (MiB): {largest}"
-    )
 
 
 def positive(text: str) -> int:

@@ -1,9 +1,9 @@
 """`handoff package`: the two Lambda zip artefacts that serverless.yml deploys.
 
 Each artefact is the locked runtime dependencies, installed as Lambda's python3.12 on x86_64
-needs them (manylinux wheels, whatever this machine is), plus the project's packages. The zips
-are byte-for-byte reproducible, so an unchanged function keeps its CodeSha256 and a deploy
-does not replace it.
+needs them (manylinux wheels, whatever this machine is), plus the project's packages, every
+module with its bytecode for that Python (devkit/bytecode.py). The zips are byte-for-byte
+reproducible, so an unchanged function keeps its CodeSha256 and a deploy does not replace it.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from devkit.bytecode import BytecodeError, compile_tree, compiling_python
 from devkit.import_closure import missing_from, third_party_imports
 from devkit.packaged_assistants import AssistantsCode
 
@@ -74,6 +75,8 @@ class Artefact:
     unzipped_bytes: int
     # The largest top-level entries of the zip, biggest first.
     largest: tuple[tuple[str, int], ...]
+    # The dependencies' files that do not compile (none import them), without bytecode.
+    uncompiled: tuple[str, ...] = ()
 
 
 def build_artefacts(
@@ -85,13 +88,18 @@ def build_artefacts(
     specs: tuple[ArtefactSpec, ...] = ARTEFACTS,
     python_version: str = PYTHON_VERSION,
     extras: tuple[str, ...] = (),
+    compile_with: Path | None = None,
 ) -> list[Artefact]:
     """Build `out/<name>.zip` for each spec from the project at `root` and its uv.lock, with
     the assistants' code and the optional dependencies of `extras` (a model provider's
-    package, say).
+    package, say), compiled by `compile_with` (default: found, see `compiling_python`).
 
     `python_version` other than Lambda's is for tests that run an artefact on this machine.
     """
+    try:
+        python = compiling_python(python_version, uv, compile_with)
+    except BytecodeError as exc:
+        raise PackagingError(str(exc)) from exc
     out.mkdir(parents=True, exist_ok=True)
     with (
         tempfile.TemporaryDirectory(prefix="handoff-package-") as scratch,
@@ -106,6 +114,7 @@ def build_artefacts(
                 Path(scratch),
                 spec,
                 assistants,
+                python,
                 uv=uv,
                 python_version=python_version,
                 extras=extras,
@@ -121,6 +130,7 @@ def build_artefact(
     scratch: Path,
     spec: ArtefactSpec,
     assistants: AssistantsCode,
+    python: Path,
     *,
     uv: str = "uv",
     python_version: str = PYTHON_VERSION,
@@ -159,6 +169,10 @@ def build_artefact(
     # A package of ours left out of the artefact counts as missing too.
     check_imports(spec.name, staging, sources, (spec.entry_module, assistants.module))
     _remove_bytecode(staging)
+    try:
+        uncompiled = compile_tree(staging, python, tuple(sources))
+    except BytecodeError as exc:
+        raise PackagingError(f"{spec.name}: {exc}") from exc
     unzipped = _tree_bytes(staging)
     if unzipped >= UNZIPPED_LIMIT_BYTES:
         raise PackagingError(
@@ -172,6 +186,7 @@ def build_artefact(
         zipped_bytes=path.stat().st_size,
         unzipped_bytes=unzipped,
         largest=_largest_entries(staging),
+        uncompiled=uncompiled,
     )
 
 
@@ -220,8 +235,8 @@ def check_imports(
 
 
 def _remove_bytecode(staging: Path) -> None:
-    # Bytecode from this machine's Python is for another version; Lambda's 3.12 would
-    # ignore it, and its read-only /var/task could not replace it either.
+    # What the install compiled, if anything, was compiled for this machine's paths and
+    # checked by timestamp: all of it is made again, alike.
     for cache in sorted(staging.rglob("__pycache__"), reverse=True):
         shutil.rmtree(cache)
 

