@@ -10,16 +10,19 @@ does before its model call (`turns/engine.load_run`'s "load history").
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
+from langchain_openai import ChatOpenAI
 from langgraph.checkpoint.memory import InMemorySaver
 from psycopg.rows import dict_row
+from pydantic import SecretStr
 
-from agent.threads import ThreadId, thread_key
+from agent.threads import ThreadId, thread_config, thread_key
 from bench.stack import NO_USER_LIMITS, create_chats
 from bench.stats import p50
 from infra.db import Pool, create_pool
@@ -70,6 +73,9 @@ class TurnBytes:
     latest: int
     checkpoints: int  # checkpoint rows of the thread so far
     load_s: float | None = None  # p50 time to load the thread's latest checkpoint, if timed
+    # p50 time to build the OpenAI request body of the same history (no request sent), if timed:
+    # what every turn pays for the whole history whatever the storage.
+    body_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,21 @@ async def load_time(
     return p50(seconds)
 
 
+async def body_time(pool: Pool, thread: ThreadId, runs: int = 30) -> float:
+    """p50 seconds to turn the thread's history into an OpenAI request body, as langchain-openai
+    does before each model call (its own conversion and `json.dumps`)."""
+    latest = await durable_saver(pool).aget_tuple(thread_config(thread))
+    assert latest is not None
+    messages = latest.checkpoint["channel_values"]["messages"]
+    model = ChatOpenAI(model="gpt-4o-mini", api_key=SecretStr("unused"))
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        json.dumps(model._get_request_payload(messages))
+        seconds.append(time.perf_counter() - started)
+    return p50(seconds)
+
+
 async def measure(database_url: str, turns: int, load_at: frozenset[int] = frozenset()) -> Growth:
     user = uuid.uuid4()
     [chat] = await create_chats(database_url, user, 1)
@@ -125,8 +146,11 @@ async def measure(database_url: str, turns: int, load_at: frozenset[int] = froze
                 if events[-1][0] != "done":
                     raise RuntimeError(f"turn {turn} ended with {events[-1]}")
                 total, latest, rows = await _sizes(database_url, thread)
-                loaded = await load_time(pool, thread) if turn in load_at else None
-                out.rows.append(TurnBytes(turn, total - before, total, latest, rows, loaded))
+                timed = turn in load_at
+                loaded = await load_time(pool, thread) if timed else None
+                request = await body_time(pool, thread) if timed else None
+                row = TurnBytes(turn, total - before, total, latest, rows, loaded, request)
+                out.rows.append(row)
                 before = total
     finally:
         await pool.close()
