@@ -16,7 +16,8 @@ from langchain_core.tools import tool
 from mypy_boto3_s3 import S3Client
 from psycopg import sql
 
-from tests.api import Api
+from demo.assistants import ASSISTANTS as DEMO_ASSISTANTS
+from tests.api import Api, ok
 from tests.support import (
     TOOL_OUTPUT_BUCKET,
     create_user_with_chat,
@@ -224,3 +225,41 @@ async def test_deleting_a_message_cuts_its_thread_at_its_turn(database_url: str)
         assert events[-1][0] == "done"
         remembered = [str(m.content) for m in await durable_messages(database_url, chat_id)]
         assert [remembered[0], remembered[2]] == ["first turn", "fourth turn"]
+
+
+async def test_deleting_a_message_erases_it_from_every_thread_that_heard_it(
+    database_url: str,
+) -> None:
+    canary = f"passport-{uuid.uuid4().hex}"
+    both = [a.id for a in DEMO_ASSISTANTS[:2]]
+    owner, chat_id = await create_user_with_chat(database_url, assistants=both)
+    member = uuid.uuid4()
+    await execute(database_url, "insert into auth.users (id, email) values (%s, %s)", member, "m@e")
+    async with running_stack(database_url) as stack:
+        ok(await stack.add_member(token_for(owner), chat_id, userId=str(member)), 201)
+        # GIVEN a message posted to the shared chat, which both assistants then hear
+        posted = await stack.respond(
+            token_for(member), {"chatId": str(chat_id), "content": f"hello all {canary}"}
+        )
+        for assistant in DEMO_ASSISTANTS[:2]:
+            body = {
+                "chatId": str(chat_id),
+                "content": "what was said?",
+                "assistantId": assistant.id,
+            }
+            assert (await stack.respond(token_for(owner), body))[-1][0] == "done"
+        heard = [
+            str(m.content) for a in both for m in await durable_messages(database_url, chat_id, a)
+        ]
+        assert sum(canary in text for text in heard) == 2
+
+        # WHEN its sender deletes it through the API
+        message_id = posted[0][1]["userMessageId"]
+        deleted = await stack.call(
+            "DELETE", f"/api/chat/{chat_id}/messages/{message_id}", token_for(member)
+        )
+        assert deleted.status_code == 204, deleted.text
+
+        # THEN no thread holds it any more, nor any table (replies that quoted it deleted too)
+        await execute(database_url, "delete from message where content like %s", f"%{canary}%")
+        assert await tables_holding(database_url, canary) == []
