@@ -108,7 +108,7 @@ ERRORS: dict[type[Exception], ApiError] = {
     NotTurnStarter: ApiError(
         403,
         "not_turn_starter",
-        "Only the person whose message started this turn can answer it.",
+        "Only the person whose message started this can answer it.",
     ),
     EditTargetNotFound: ApiError(404, "message_not_found", "No such message of yours to edit."),
     MessageNotFound: ApiError(404, "message_not_found", "No such message in this chat."),

@@ -210,7 +210,16 @@ async def _addressees(
         edited = await forks.edited_assistant(
             pool, user.claims, chat_id=chat_id, message_id=body.edit_of
         )
-        return Addressees([host.assistants.pick(edited)], route.names)
+        # As if the edit named it: refused if the assistant has left the chat since.
+        return await addressees(
+            pool,
+            host.assistants,
+            chat_id=chat_id,
+            user_id=user.id,
+            content=body.content,
+            assistant_id=edited,
+            max_per_message=settings.max_assistants_per_message,
+        )
     except NotInChat as exc:
         who = exc.assistant
         raise ApiError(

@@ -19,6 +19,7 @@ from infra.db import Conn, Pool, fetch_row, fetch_rows
 from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.ids import ChatId, MessageId, UserId
+from infra.store.prompts import NotTurnStarter
 
 CascadeStatus = Literal[
     "running", "awaiting_approval", "completed", "declined", "canceled", "superseded"
@@ -151,6 +152,9 @@ async def decide(
         row = await fetch_row(conn, CascadeRow, OPEN_OF_CHAT_SQL, params)
         if row is None:
             raise CascadeNotFound(cascade_id)
+        if str(row.user_id) != claims["sub"]:
+            # Its turns run as the editor's, on the editor's limits: theirs to let go on.
+            raise NotTurnStarter(cascade_id)
         # The cascade is the service's to write.
         await act_as_service(conn)
         decision = "approved" if approved else "declined"
@@ -160,7 +164,8 @@ async def decide(
 
 
 async def cancel(pool: Pool, claims: Claims, *, chat_id: ChatId, cascade_id: uuid.UUID) -> None:
-    """The editor stops the cascade: it regenerates nothing more."""
+    """A member stops the cascade: it regenerates nothing more (as any member may cancel a
+    turn of the chat)."""
     params = {"id": cascade_id, "chat_id": chat_id, "statuses": list(OPEN_STATUSES)}
     async with user_transaction(pool, claims) as conn:
         await require_chat(conn, chat_id)

@@ -23,11 +23,12 @@ from infra.store.chats import require_chat
 from infra.store.checkpoints import has_checkpoint
 from infra.store.ids import ChatId, MessageId
 
-# Under the user's RLS: only a user message of their own chat and this assistant is editable.
+# Under the user's RLS: only a user message they sent, in a chat of theirs, to this assistant is
+# editable (in a shared chat, members read one another's messages, and edit their own).
 EDIT_TARGET_SQL = """
 select created_at, metadata from public.message
 where id = %(message_id)s and chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
-  and role = 'user'
+  and role = 'user' and sender_id = (select auth.uid())
 """
 EDITED_ASSISTANT_SQL = """
 select assistant_id from public.message
@@ -187,9 +188,9 @@ async def regenerate_target(
 
 async def _fork_base(conn: Conn, chat_id: ChatId, assistant_id: str, base: object) -> str | None:
     """The checkpoint a message says its turn began from, once the assistant's thread is known
-    to have it (None: the thread's first turn). The user may have written that metadata
-    themselves (RLS lets them write their messages): a fork reads the chat's own thread only,
-    and a checkpoint it does not have is CheckpointNotFound, not a failed turn."""
+    to have it (None: the thread's first turn). Rows from before migration 0022 may hold
+    metadata a user wrote through the Data API: a fork reads the chat's own thread only, and a
+    checkpoint it does not have is CheckpointNotFound, not a failed turn."""
     if base is None:
         return None
     if not isinstance(base, str):

@@ -78,6 +78,7 @@ class HistoryCache:
 
     def put(self, key: Key, items: Sequence[Any]) -> None:
         """Hold `items` as the value at `key`; a value longer than the bound is not held."""
+        self._expire()
         if len(items) > self.max_items:
             return
         self._drop(key)

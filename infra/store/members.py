@@ -37,7 +37,9 @@ from public.chat_member m left join auth.users u on u.id = m.user_id
 where m.chat_id = %(chat_id)s
 order by n, added_at, user_id
 """
-LOCK_CHAT_SQL = "select user_id from public.chat where id = %s for update"
+# Not `for update`: the foreign-key checks of the chat's messages and jobs take key-share
+# locks, which that would make wait behind a change of members.
+LOCK_CHAT_SQL = "select user_id from public.chat where id = %s for no key update"
 FIND_USER_SQL = """
 select id, email from auth.users
 where (%(user_id)s::uuid is not null and id = %(user_id)s)

@@ -9,7 +9,7 @@ replies that heard what the edit replaced, then those that heard them, ...) one 
 A message is replaced when an edit or a regeneration makes its successor: an edited user message
 by the edit's message, a reply by the new reply of the same assistant to the same message. The old
 row keeps `metadata.replacedBy`, the id of its successor; nothing is deleted. Following
-`replacedBy` reads only rows of the same chat, since a user may write their messages' metadata.
+`replacedBy` reads only rows of the same chat, whoever wrote the metadata it follows.
 """
 
 from __future__ import annotations
@@ -89,11 +89,6 @@ join latest l on l.orig = s.message_id
 where s.reply_id = %(reply_id)s and s.kind = 'context'
 order by s.position, l.depth desc
 """
-# The replies that depend on `message_id` directly: the query issue 25's item 3 asks for.
-DIRECT_SQL = """
-select reply_id, kind from public.reply_source where message_id = %(message_id)s
-order by reply_id
-"""
 
 
 @dataclass(frozen=True)
@@ -150,9 +145,3 @@ async def context_now(conn: Conn, reply_id: MessageId) -> list[MessageId]:
     """What `reply_id` heard, in order, each message by its latest replacement."""
     rows = await (await conn.execute(CONTEXT_SQL, {"reply_id": reply_id})).fetchall()
     return [MessageId(r["id"]) for r in rows]
-
-
-async def direct(conn: Conn, message_id: MessageId) -> list[tuple[MessageId, str]]:
-    """The replies that `message_id` started or was heard by, with how."""
-    rows = await (await conn.execute(DIRECT_SQL, {"message_id": message_id})).fetchall()
-    return [(MessageId(r["reply_id"]), str(r["kind"])) for r in rows]

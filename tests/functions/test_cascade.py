@@ -17,6 +17,7 @@ from tests.support import (
     Stack,
     create_user_with_chat,
     durable_messages,
+    execute,
     fetch,
     running_stack,
     token_for,
@@ -151,12 +152,16 @@ async def test_a_declined_card_leaves_the_rest_stale(database_url: str) -> None:
     async with chain(database_url, cascade_limit=5) as c:
         await edit_first(c)
         card = await cascade_row(database_url, "awaiting_approval")
-        response = await c.stack.call(
-            "POST",
-            f"/api/chat/{c.chat_id}/cascades/{card['id']}/decision",
-            c.token,
-            {"approved": False},
-        )
+        path = f"/api/chat/{c.chat_id}/cascades/{card['id']}/decision"
+        # A member of the chat sees the card, but its turns are the editor's to let go on
+        member = uuid.uuid4()
+        await execute(database_url, "insert into auth.users (id) values (%s)", member)
+        added = await c.stack.add_member(c.token, c.chat_id, userId=str(member))
+        assert added.status_code == 201, added.text
+        refused = await c.stack.call("POST", path, token_for(member), {"approved": True})
+        assert refused.status_code == 403, refused.text
+        assert refused.json()["error"]["code"] == "not_turn_starter"
+        response = await c.stack.call("POST", path, c.token, {"approved": False})
         assert response.status_code == 202, response.text
         await cascade_row(database_url, "declined")
         await c.stack.executor.wait_idle()

@@ -138,7 +138,7 @@ async def test_a_chat_of_one_assistant_is_answered_only_when_named_once_shared(
 
 async def test_an_edit_naming_nobody_goes_where_the_message_went(database_url: str) -> None:
     async with in_process_app(database_url) as api:
-        _, member, chat_id = await shared_chat(database_url, api, ["default", "calculator"])
+        owner, member, chat_id = await shared_chat(database_url, api, ["default", "calculator"])
         token = token_for(member)
         await api.respond(token, message(chat_id, "@calculator 6*7?"))
         posted = await api.respond(token, message(chat_id, "hello everyone"))
@@ -147,6 +147,11 @@ async def test_an_edit_naming_nobody_goes_where_the_message_went(database_url: s
             "select id from public.message where chat_id = %s order by created_at, role desc",
             chat_id,
         )
+        # GIVEN the owner may not edit the member's question: members edit their own
+        theirs = await api.respond_response(
+            token_for(owner), message(chat_id, "6*9?", editOf=str(asked["id"]))
+        )
+        assert ok(theirs, 404)["error"]["code"] == "message_not_found"
         # WHEN the member edits the question without naming anyone
         edited = await api.respond(token, message(chat_id, "6*8?", editOf=str(asked["id"])))
         # THEN the calculator answers the edit
