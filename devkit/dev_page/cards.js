@@ -137,7 +137,7 @@ export function renderPaused(bubble, message) {
         instruction: instruction.value.trim(),
         assistantId: message.assistantId,
       });
-      if (!state.feed?.up) await state.feed?.refresh();
+      if (state.feed?.status !== 'live') await state.feed?.refresh();
     } catch (failure) {
       error.textContent = `Not resumed: ${failure.message}`;
       error.hidden = false;

@@ -11,8 +11,9 @@
 // client/, committed, imported as it is): every route, a turn's SSE stream, the @-mentions.
 // protocol/ holds what the dev server adds and knows nothing of the page: session.js (the demo
 // user's session, renewed when refused, and supabase-js's client per project key, which it makes
-// the package's client with), feed.js (a chat followed live, caught up from every branch's
-// history). The page, by concern: conversation.js (the messages as the page holds them),
+// the package's client with). A chat is followed live by the package's feed, on the page's
+// own model of its messages (live.js). The page, by concern: conversation.js (the messages as
+// the page holds them),
 // messages.js (their bubbles), cards.js (approvals, questions, resume), timeline.js (a reply's
 // waterfall), composer.js (sending, streaming, cancel, pause, regenerate), completion.js (the
 // @-completion), assistants.js (the picker), chats.js (the list and opening a chat),

@@ -1,13 +1,12 @@
-// The chats list, and opening a chat: its messages, followed live through a ChatFeed whose view
-// is this page.
+// The chats list, and opening a chat: its messages, followed live (live.js).
 
 import { loadChatAssistants } from './assistants.js';
-import { resetCascades, watchCascades } from './cascades.js';
+import { resetCascades } from './cascades.js';
 import { loadMembers, resetMembers } from './members.js';
-import { ChatFeed } from './protocol/feed.js';
-import { activeReply, applyChange, applyHistory, state } from './conversation.js';
-import { afterRender, renderAll, rerender } from './messages.js';
-import { aborted, els, formatTime, setFeedState, showBanner, showComposerError } from './page.js';
+import { state } from './conversation.js';
+import { followChat } from './live.js';
+import { afterRender } from './messages.js';
+import { els, formatTime, showBanner, showComposerError } from './page.js';
 
 function chatLink(chat) {
   const link = document.createElement('a');
@@ -58,42 +57,6 @@ export async function loadChats() {
   renderChats();
 }
 
-function reportLoadError(error) {
-  if (aborted(error)) return;
-  showBanner(`Could not load this chat: ${error.message}`);
-}
-
-// A row that says something replaced a message: an edit's cascade may follow, whose card the
-// feed does not carry.
-function replacing(payload) {
-  const replacedBy = payload.table === 'message' && payload.new.metadata?.replacedBy;
-  return Boolean(replacedBy) && state.messages.get(payload.new.id)?.replacedBy !== replacedBy;
-}
-
-// What the feed observes, onto the page.
-const feedView = {
-  history: applyHistory,
-  changes(payloads) {
-    for (const payload of payloads) {
-      if (payload.new && replacing(payload)) watchCascades();
-      applyChange(payload);
-    }
-    renderAll();
-  },
-  change(payload) {
-    if (!payload.new) return;
-    if (replacing(payload)) watchCascades();
-    const message = applyChange(payload);
-    if (message) rerender(message);
-    else if (payload.table === 'message') renderAll();
-  },
-  status: setFeedState,
-  banner: showBanner,
-  failed: reportLoadError,
-  lastDraftSeq: (id) => state.messages.get(id)?.draftSeq ?? -1,
-  replyRunning: () => Boolean(activeReply()),
-};
-
 export function openChat(chatId) {
   if (chatId === state.chatId && state.feed) return;
   state.generation += 1;
@@ -117,9 +80,12 @@ export function openChat(chatId) {
   resetCascades();
   renderChats();
   afterRender();
-  // Every branch's messages: the stale ones something replaced are shown, marked.
-  state.feed = new ChatFeed(state.connection, chatId, feedView, { all: true });
-  state.feed.open(leaving);
+  // Once the previous chat's channel is left (supabase-js hands out the channel of a topic it
+  // still holds, and this may be the same chat again).
+  const generation = state.generation;
+  leaving.then(() => {
+    if (state.generation === generation) state.feed = followChat(chatId);
+  });
   loadChatAssistants();
   loadMembers();
 }

@@ -198,7 +198,7 @@ export async function cancel() {
   showComposerError('');
   try {
     const result = await state.client.cancel(state.chatId, activeReply()?.assistantId);
-    if (!state.feed?.up && result && result.canceled) await state.feed?.refresh();
+    if (state.feed?.status !== 'live' && result && result.canceled) await state.feed?.refresh();
   } catch (error) {
     showComposerError(`Could not cancel: ${error.message}`);
   } finally {

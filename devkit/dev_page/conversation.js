@@ -12,7 +12,7 @@ export const state = {
   session: null,
   chats: [],
   chatId: null,
-  // This chat's live feed (protocol/feed.js).
+  // This chat's live feed (the package's, on the page's model: live.js).
   feed: null,
   // This chat's messages, in display order, by id.
   messages: new Map(),
@@ -114,7 +114,7 @@ export function shownText(message) {
   return message.content;
 }
 
-function applyDraftTo(message, draft) {
+export function applyDraftTo(message, draft) {
   if (draft.seq <= message.draftSeq) return false;
   message.draftSeq = draft.seq;
   message.draft = draft.draft_content;
@@ -185,7 +185,7 @@ function fromHistory(row) {
 // A message off its active branch is shown only when something replaced it: a stale reply
 // (or edited message) with a link to its replacement. The rest of an old branch stays hidden,
 // as the branch switcher shows it.
-const shownStale = (stale, replacedBy) => !stale || Boolean(replacedBy);
+export const shownStale = (stale, replacedBy) => !stale || Boolean(replacedBy);
 
 // The stored history (every branch's) in place of the messages shown, keeping what only this
 // page knows; and the cascade cards waiting for a decision.
@@ -244,56 +244,4 @@ export function shared() {
 // The assistant that answers what names none: the chat's default.
 export function defaultAssistantId() {
   return state.chatAssistants.find((a) => a.isDefault)?.id ?? state.session?.assistantId ?? null;
-}
-
-function onMessageRow(row) {
-  // Every assistant's messages: the chat is all of them, in the order they were written.
-  if (row.role !== 'user' && row.role !== 'assistant') return null;
-  const metadata = row.metadata || {};
-  if (!shownStale(metadata.stale, metadata.replacedBy)) {
-    state.messages.delete(row.id);
-    return null;
-  }
-  const message = upsert(row.id, row.role);
-  message.stale = Boolean(metadata.stale);
-  message.replacedBy = metadata.replacedBy ?? null;
-  message.cascade = metadata.cascade ?? null;
-  message.senderId = row.sender_id ?? message.senderId;
-  // A live row of a reply its stream saw end is older than that end (its insert, which the
-  // feed may bring after `done`): the reply would step back to streaming, its text blank.
-  if (message.endedOnStream && LIVE_REPLY_STATUSES.includes(row.status)) return null;
-  // The quick path's own stream is ahead of any stored row while it lasts.
-  if (!isStreamingHere(message) || ENDED_REPLY_STATUSES.includes(row.status)) {
-    message.content = row.content;
-  }
-  message.status = row.status;
-  message.assistantId = row.assistant_id ?? message.assistantId;
-  message.createdAt = row.created_at || message.createdAt;
-  message.parentMessageId = row.parent_message_id;
-  message.pendingApproval = metadata.pendingApproval ?? null;
-  message.pendingQuestion = metadata.pendingQuestion ?? null;
-  message.steeredInto = metadata.steeredInto ?? message.steeredInto;
-  if (metadata.snapshot && Array.isArray(metadata.snapshot.progress)) {
-    message.progress = metadata.snapshot.progress;
-  }
-  if (metadata.usage) message.usage = metadata.usage;
-  message.local = false;
-  return message;
-}
-
-function onDraftRow(row) {
-  const message = state.messages.get(row.message_id);
-  if (!message) {
-    const earlierDraft = state.drafts.get(row.message_id);
-    if (!earlierDraft || earlierDraft.seq < row.seq) state.drafts.set(row.message_id, row);
-    return null;
-  }
-  return applyDraftTo(message, row) ? message : null;
-}
-
-// A change of the feed: the message it changed, if one shown changed.
-export function applyChange(payload) {
-  const row = payload.new;
-  if (!row) return null;
-  return payload.table === 'message' ? onMessageRow(row) : onDraftRow(row);
 }

@@ -126,6 +126,7 @@ SUITE = (
     "reload.test.mjs",
     "token.test.mjs",
     "ai-sdk.test.mjs",
+    "branches.test.mjs",
 )
 
 
@@ -197,3 +198,21 @@ async def test_a_followed_reply_ends_with_a_typed_error_when_the_server_goes_awa
         async with asyncio.timeout(STOP_WITHIN_S):
             await server.child.wait()
         assert await server.stop() == 0
+
+
+@pytest.mark.timeout(120)
+async def test_the_package_polls_a_database_realtime_cannot_follow(
+    replica_database_url: str, tmp_path: Path
+) -> None:
+    """wal_level=replica: the feed says `unavailable`, with the server's words, and polls."""
+    node = node_and_package()
+    await build(node)
+    data_dir = tmp_path / "dev"
+    async with dev_servers() as started:
+        server = await start_handoff_dev(
+            replica_database_url, data_dir, SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS
+        )
+        started.append(server)
+        report = await run_node_tests(node, server, data_dir, "unavailable.test.mjs")
+        assert await server.stop() == 0
+    assert re.search(r"^\S+ pass 1$", report, re.MULTILINE), report

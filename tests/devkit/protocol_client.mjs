@@ -1,5 +1,6 @@
 // Drives the dev page's protocol client (devkit/dev_page/protocol/, on the JavaScript client's
-// build in devkit/dev_page/client/) under node, with no page and no DOM: signs in, follows a chat live, sends a message and reads its stream, follows the
+// build in devkit/dev_page/client/) under node, with no page and no DOM: signs in, follows a
+// chat live (the package's feed, on a model of this script's), sends a message and reads its stream, follows the
 // reply to its end through Realtime, cancels a second turn, and renews a token the server
 // refuses. Prints what it saw as one JSON line.
 //
@@ -13,7 +14,6 @@ const [origin, pageDir] = process.argv.slice(2);
 vm.runInThisContext(readFileSync(`${pageDir}/vendor/supabase.js`, 'utf8'));
 const { DevConnection } = await import(`${pageDir}/protocol/session.js`);
 const { readSse } = await import(`${pageDir}/client/index.js`);
-const { ChatFeed } = await import(`${pageDir}/protocol/feed.js`);
 
 const TIMEOUT_MS = 30000;
 const report = { states: [], events: [], rows: {}, histories: 0, renewed: 0 };
@@ -37,36 +37,33 @@ function until(test, what) {
   });
 }
 
-function onRow(payload) {
-  if (payload.table === 'message' && payload.new) {
-    report.rows[payload.new.id] = { status: payload.new.status, content: payload.new.content };
-  }
-}
-
-const view = {
+// What the feed keeps: each message's status and content, as the rows and the history say.
+const model = {
   history(rows) {
     report.histories += 1;
     for (const row of rows) report.rows[row.id] = { status: row.status, content: row.content };
     settle();
   },
-  changes(payloads) {
-    payloads.forEach(onRow);
+  row(row) {
+    report.rows[row.id] = { status: row.status, content: row.content };
     settle();
+    return null;
   },
-  change(payload) {
-    onRow(payload);
-    settle();
-  },
+  draft: () => null,
+  get: () => undefined,
+  list: () => [],
+  cascades: [],
+};
+
+const listener = {
+  changed() {},
   status(kind) {
     report.states.push(kind);
     settle();
   },
-  banner() {},
   failed(error) {
     report.failed = error.message;
   },
-  lastDraftSeq: () => -1,
-  replyRunning: () => false,
 };
 
 const uuid4 = () => crypto.randomUUID();
@@ -93,8 +90,9 @@ connection.addEventListener('token', () => {
 const client = connection.api;
 const session = await connection.signIn();
 const chat = await client.createChat();
-const feed = new ChatFeed(connection, chat.id, view);
-feed.open();
+const feed = client.feed(chat.id, model);
+report.states.push(feed.status);
+feed.listen(listener);
 await until(() => report.states.includes('live') && report.histories > 0, 'the feed');
 
 const first = await turn(client, chat.id, '/calc 2*21');

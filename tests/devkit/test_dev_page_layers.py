@@ -1,8 +1,8 @@
-"""The dev page's protocol layer (devkit/dev_page/protocol/: the dev server's session, a chat
-followed live) speaks to the server and knows nothing of the page: it imports only its own
-modules and the JavaScript client's build (devkit/dev_page/client/), and touches no DOM, so that
-it can be read, and run, without the page (in a worker, or under node). The page keeps no second
-copy of the package's protocol code: its routes, SSE reading and mentions come from the build."""
+"""The dev page's protocol layer (devkit/dev_page/protocol/: the dev server's session) speaks to
+the server and knows nothing of the page: it imports only its own modules and the JavaScript
+client's build (devkit/dev_page/client/), and touches no DOM, so that it can be read, and run,
+without the page (in a worker, or under node). The page keeps no second copy of the package's
+protocol code: its routes, SSE reading, mentions and live feed come from the build."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ PAGE_ONLY = re.compile(
 )
 COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 # What the package does, which the page must not do again: read SSE, build the routes' paths,
-# find a mention being typed.
+# find a mention being typed, join a chat's channel and follow its changes.
 PACKAGE_WORK = re.compile(
-    r"getReader\(|text/event-stream|/api/chats?\b|function\s+(?:mentionAt|readSse|errorOf)\b"
+    r"getReader\(|text/event-stream|/api/chats?\b|function\s+(?:mentionAt|readSse|errorOf)\b|"
+    r"postgres_changes|\.subscribe\(|class\s+ChatFeed\b"
 )
 
 
@@ -44,10 +45,10 @@ def imports_of(path: str) -> list[str]:
     return IMPORTED.findall(COMMENT.sub("", (PAGE_DIR / path).read_text()))
 
 
-def test_the_protocol_layer_is_the_session_and_the_feed() -> None:
-    assert set(protocol_modules()) == {"session.js", "feed.js"}
+def test_the_protocol_layer_is_the_session_alone() -> None:
+    assert set(protocol_modules()) == {"session.js"}
     # The package's protocol code is not copied beside it.
-    for gone in ("client.js", "sse.js", "mentions.js"):
+    for gone in ("client.js", "sse.js", "mentions.js", "feed.js"):
         assert not (PROTOCOL_DIR / gone).exists()
 
 
@@ -81,3 +82,9 @@ def test_the_page_does_not_do_the_packages_work_again(name: str) -> None:
 def test_the_page_is_built_on_the_package() -> None:
     users = [name for name in page_modules() if any("client/" in p for p in imports_of(name))]
     assert {"protocol/session.js", "composer.js", "completion.js"} <= set(users)
+
+
+def test_the_page_follows_a_chat_with_the_packages_feed() -> None:
+    """The live feed is the package's (`client.feed`), kept on the page's own model."""
+    code = COMMENT.sub("", (PAGE_DIR / "live.js").read_text())
+    assert "state.client.feed(" in code

@@ -71,7 +71,7 @@ async def test_every_module_the_page_imports_is_served_as_javascript(database_ur
     # the dev session, the feed and the JavaScript client's build are among them, and every
     # module answers 200 with a JavaScript type
     assert "/dev/protocol/session.js" in seen
-    assert "/dev/protocol/feed.js" in seen
+    assert "/dev/live.js" in seen
     assert {"/dev/client/index.js", "/dev/client/sse.js", "/dev/client/routes.js"} <= set(seen)
     assert {path: r.status_code for path, r in seen.items()} == dict.fromkeys(seen, 200)
     assert all("javascript" in r.headers["content-type"] for r in seen.values())

@@ -31,8 +31,11 @@ export interface SendOptions {
 }
 
 export interface ChatSnapshot {
+  /** The active branches' messages; every branch's, stale ones marked, with `allBranches`. */
   messages: ChatMessage[];
   status: FeedStatus;
+  /** Why the chat cannot be followed live (status `unavailable`), in the server's words. */
+  unavailable: string | null;
   /** The cards of the chat's cascades that wait for the editor (`decideCascade`). */
   cascades: PendingCascade[];
 }
@@ -45,7 +48,7 @@ function stateKey(message: ChatMessage): string {
 export class ChatSession {
   readonly chatId: string;
   readonly routes: Routes;
-  private readonly state = new ChatState();
+  private readonly state: ChatState;
   private readonly feed: ChatFeed;
   private readonly subscribers = new Set<() => void>();
   private snapshotCache: ChatSnapshot | null = null;
@@ -53,6 +56,7 @@ export class ChatSession {
   constructor(http: Http, supabase: RealtimeHost, chatId: string, options: FeedOptions) {
     this.chatId = chatId;
     this.routes = new Routes(http);
+    this.state = new ChatState(options.allBranches ?? false);
     this.feed = new ChatFeed(http, supabase, chatId, this.state, options);
     this.feed.listen({
       changed: () => this.notify(),
@@ -77,6 +81,7 @@ export class ChatSession {
     this.snapshotCache ??= {
       messages: this.state.list(),
       status: this.feed.status,
+      unavailable: this.feed.unavailable,
       cascades: [...this.state.cascades],
     };
     return this.snapshotCache;

@@ -2,7 +2,7 @@
 // to get the user's access token. It opens chats to follow and answers every route.
 
 import { ChatSession } from './chat.js';
-import type { FeedOptions, RealtimeHost } from './feed.js';
+import { ChatFeed, type FeedModel, type FeedOptions, type RealtimeHost } from './feed.js';
 import { type AccessToken, Http } from './http.js';
 import { Routes } from './routes.js';
 
@@ -22,6 +22,11 @@ export interface HandoffClientOptions {
   pollMs?: number;
 }
 
+export interface ChatOptions {
+  /** Every branch's history (`?all=true`): the stale messages something replaced too. */
+  allBranches?: boolean;
+}
+
 export class HandoffClient extends Routes {
   private readonly supabase: RealtimeHost;
   private readonly feedOptions: FeedOptions;
@@ -38,11 +43,13 @@ export class HandoffClient extends Routes {
     };
   }
 
-  /** The chat, followed live (the same session while it is open): send, follow, control. */
-  chat(chatId: string): ChatSession {
+  /** The chat, followed live (the same session while it is open): send, follow, control.
+   * `allBranches`: its snapshot holds every branch's messages, the stale ones too (marked
+   * `stale`, with `replacedBy`), as the chat is opened. */
+  chat(chatId: string, options: ChatOptions = {}): ChatSession {
     let session = this.open.get(chatId);
     if (!session) {
-      session = new ChatSession(this.http, this.supabase, chatId, this.feedOptions);
+      session = new ChatSession(this.http, this.supabase, chatId, { ...this.feedOptions, ...options });
       const close = session.close.bind(session);
       session.close = () => {
         this.open.delete(chatId);
@@ -51,6 +58,13 @@ export class HandoffClient extends Routes {
       this.open.set(chatId, session);
     }
     return session;
+  }
+
+  /** The chat's live feed alone, into a model of the frontend's own (one that keeps more than
+   * a ChatSession does, or shows messages its own way): it loads the history, follows the
+   * channel and polls as a ChatSession's does; `close` it when done. */
+  feed(chatId: string, model: FeedModel, options: ChatOptions = {}): ChatFeed {
+    return new ChatFeed(this.http, this.supabase, chatId, model, { ...this.feedOptions, ...options });
   }
 
   /** Stops following every chat. */

@@ -6,38 +6,26 @@
 // while the channel is down. A server that stays unreachable past `serverGoneAfterMs` is said
 // to those following (`onGone`), who end with a typed error rather than wait for ever. An
 // edit's cascade is not on the channel (only its messages are): while one may be under way, the
-// history, which lists its cards, is polled until a card waits or the chat is quiet.
+// history, which lists its cards, is polled until a card waits or the chat is quiet. A database
+// Realtime cannot follow (no logical decoding) is said once (`unavailable`, with the server's
+// words), and the history is polled instead, with no rejoining. What the feed observes goes into
+// a model: the package's ChatState, or a frontend's own with the same methods.
 
-import type { RealtimeChannel, SupabaseClient } from '@supabase/supabase-js';
+import type { RealtimeChannel } from '@supabase/supabase-js';
 
-import { gone, HandoffError } from './errors.js';
+import { gone } from './errors.js';
+import type { FeedListener, FeedModel, FeedOptions, FeedStatus, RealtimeHost } from './feed-model.js';
 import type { Http } from './http.js';
-import type { ChatState, DraftChange, MessageRow } from './state.js';
+import type { DraftChange, MessageRow } from './state.js';
 import { type ChatMessage, type History, isLive } from './types.js';
 
-/** The part of a supabase-js client the package uses: Realtime's channels. */
-export type RealtimeHost = Pick<SupabaseClient<any, any, any>, 'channel' | 'removeChannel' | 'realtime'>;
-
-export type FeedStatus = 'connecting' | 'live' | 'down';
-
-export interface FeedListener {
-  /** Messages that changed (every message after a history load). */
-  changed(messages: ChatMessage[]): void;
-  status?(status: FeedStatus): void;
-  gone?(error: HandoffError): void;
-  /** The history was loaded (the cascades' cards with it). */
-  loaded?(): void;
-}
-
-export interface FeedOptions {
-  pollMs: number;
-  rejoinMs: number;
-  serverGoneAfterMs: number;
-}
+export type { FeedListener, FeedModel, FeedOptions, FeedStatus, RealtimeHost } from './feed-model.js';
 
 type Change = { kind: 'row'; row: MessageRow } | { kind: 'draft'; change: DraftChange };
 
 const TOKEN_PROBLEM = /expired|JWT|token/i;
+// Realtime's word that the database cannot be followed: it will not learn to, so no rejoining.
+const UNAVAILABLE = /wal_level|logical decoding|logical replication/i;
 // History loads in a row, with no reply running and nothing changed, after which a cascade
 // watch ends: a cascade starts its next regeneration or asks within a step's round trip.
 const QUIET_LOADS = 3;
@@ -48,6 +36,8 @@ const cascading = (change: Change): boolean =>
 
 export class ChatFeed {
   status: FeedStatus = 'connecting';
+  /** Why Realtime cannot follow the database (status `unavailable`), in the server's words. */
+  unavailable: string | null = null;
   private closed = false;
   private buffered: Change[] | null = [];
   private catchingUp = false;
@@ -66,7 +56,7 @@ export class ChatFeed {
     private readonly http: Http,
     private readonly supabase: RealtimeHost,
     private readonly chatId: string,
-    private readonly state: ChatState,
+    private readonly state: FeedModel,
     private readonly options: FeedOptions,
   ) {
     this.loaded = new Promise((resolve) => (this.markLoaded = resolve));
@@ -98,7 +88,8 @@ export class ChatFeed {
 
   /** The history again, then the changes held back meanwhile. */
   async refresh(): Promise<void> {
-    const history = await this.http.json<History>(`/api/chat/${this.chatId}/history`);
+    const all = this.options.allBranches ? '?all=true' : '';
+    const history = await this.http.json<History>(`/api/chat/${this.chatId}/history${all}`);
     if (this.closed) return;
     this.lastContact = Date.now();
     this.state.history(history.messages, history.pendingCascades ?? []);
@@ -141,7 +132,14 @@ export class ChatFeed {
 
   private setStatus(status: FeedStatus): void {
     this.status = status;
-    for (const listener of this.listeners) listener.status?.(status);
+    const detail = status === 'unavailable' ? (this.unavailable ?? undefined) : undefined;
+    for (const listener of this.listeners) listener.status?.(status, detail);
+  }
+
+  private failed(error: unknown): void {
+    this.flushOnFailure();
+    if (this.closed) return;
+    for (const listener of this.listeners) listener.failed?.(error);
   }
 
   private receive(change: Change): void {
@@ -166,7 +164,7 @@ export class ChatFeed {
     this.catchingUp = true;
     this.buffered = [];
     this.refresh()
-      .catch(() => this.flushOnFailure())
+      .catch((error) => this.failed(error))
       .finally(() => (this.catchingUp = false));
   }
 
@@ -179,7 +177,7 @@ export class ChatFeed {
 
   private poll(): void {
     if (this.closed || this.status === 'live' || this.catchingUp) return;
-    this.refresh().catch(() => this.flushOnFailure());
+    this.refresh().catch((error) => this.failed(error));
     const silentFor = Date.now() - this.lastContact;
     if (silentFor > this.options.serverGoneAfterMs) {
       const error = gone(`no answer for ${Math.round(silentFor / 1000)} s`);
@@ -191,6 +189,15 @@ export class ChatFeed {
     if (this.closed) return;
     this.setStatus('down');
     this.buffered = null;
+  }
+
+  /** Realtime said it cannot follow this database: polled from now on, never rejoined. */
+  private unfollowable(message: string): void {
+    if (this.closed) return;
+    this.unavailable = message;
+    this.setStatus('unavailable');
+    this.buffered = null;
+    this.refresh().catch((error) => this.failed(error));
   }
 
   private async leave(): Promise<void> {
@@ -244,12 +251,17 @@ export class ChatFeed {
           this.receive({ kind: 'draft', change: { after: null, text: '', ...d } as DraftChange });
         }
       })
-      .on('system', {}, (payload: { status?: string; message?: string }) => {
+      .on('system', {}, (payload: { status?: string; message?: string; extension?: string }) => {
         if (generation !== this.generation || payload.status !== 'error') return;
+        const message = payload.message ?? '';
+        if (payload.extension === 'postgres_changes' && UNAVAILABLE.test(message)) {
+          this.unfollowable(message);
+          return;
+        }
         // The channel was ended (its token expired, the feed dropped it): changes may be
         // missing; a new join, with a fresh token when it was the token, and the history.
         this.down();
-        this.rejoinLater(generation, TOKEN_PROBLEM.test(payload.message ?? ''));
+        this.rejoinLater(generation, TOKEN_PROBLEM.test(message));
       })
       .subscribe((status, error) => this.onSubscribe(generation, status, error));
   }
@@ -258,13 +270,18 @@ export class ChatFeed {
     if (this.closed || generation !== this.generation) return;
     if (status === 'SUBSCRIBED') {
       this.lastContact = Date.now();
-      this.setStatus('live');
+      // Still unfollowable after a rejoin (supabase-js rejoins a socket it lost): the server
+      // says so again after the join, and the history stays polled meanwhile.
+      if (this.unavailable === null) this.setStatus('live');
       // Subscribed first, history second: nothing that happens in between is missed.
       this.buffered = this.buffered ?? [];
-      this.refresh().catch(() => {
-        this.flushOnFailure();
+      this.refresh().catch((failure) => {
+        this.failed(failure);
         this.markLoaded();
       });
+    } else if (this.unavailable !== null) {
+      // The channel carries nothing here: the polling goes on, no rejoin.
+      return;
     } else if (status === 'CHANNEL_ERROR' || status === 'TIMED_OUT') {
       // The socket is gone (supabase-js reconnects and rejoins), or the join was refused.
       this.down();

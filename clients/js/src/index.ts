@@ -1,8 +1,9 @@
 export { ChatSession, type ChatSnapshot, type SendOptions } from './chat.js';
-export { createHandoffClient, HandoffClient, type HandoffClientOptions } from './client.js';
+export { type ChatOptions, createHandoffClient, HandoffClient, type HandoffClientOptions } from './client.js';
 export { HandoffError, type ClientErrorCode } from './errors.js';
 export type { ReplyEvent, ReplyStream } from './events.js';
-export type { FeedStatus, RealtimeHost } from './feed.js';
+export type { ChatFeed, FeedListener, FeedModel, FeedStatus, RealtimeHost } from './feed.js';
+export type { DraftChange, MessageRow } from './state.js';
 export type { AccessToken } from './http.js';
 export { completeMention, matchingAssistants, mentionAt } from './mentions.js';
 export type { HistoryQuery, RespondBody } from './routes.js';

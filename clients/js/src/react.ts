@@ -46,7 +46,7 @@ export interface UseHandoffChat {
   chat: ChatSession;
 }
 
-const EMPTY: ChatSnapshot = { messages: [], status: 'connecting', cascades: [] };
+const EMPTY: ChatSnapshot = { messages: [], status: 'connecting', unavailable: null, cascades: [] };
 
 /** The chat's people, loaded on mount and again by `loadMembers`. */
 function useMembers(chat: ChatSession, mounted: { current: boolean }) {

@@ -83,14 +83,18 @@ export class ChatState {
   /** The cards of the chat's cascades that wait for the editor, as the last history had them. */
   cascades: PendingCascade[] = [];
 
+  /** `withStale`: `list` shows the stale messages too (every branch's history is followed). */
+  constructor(private readonly withStale = false) {}
+
   get(id: string): ChatMessage | undefined {
     return this.held.get(id);
   }
 
-  /** The messages shown, in the chat's order (a copy each, safe to keep): stale ones left out. */
+  /** The messages shown, in the chat's order (a copy each, safe to keep): stale ones left out,
+   * unless made `withStale`. */
   list(): ChatMessage[] {
     return [...this.held.values()]
-      .filter((message) => !message.stale)
+      .filter((message) => this.withStale || !message.stale)
       .map(({ streamed: _s, draft: _d, ...message }) => ({ ...message }));
   }
 

@@ -15,13 +15,14 @@ function stateKey(message) {
 export class ChatSession {
     chatId;
     routes;
-    state = new ChatState();
+    state;
     feed;
     subscribers = new Set();
     snapshotCache = null;
     constructor(http, supabase, chatId, options) {
         this.chatId = chatId;
         this.routes = new Routes(http);
+        this.state = new ChatState(options.allBranches ?? false);
         this.feed = new ChatFeed(http, supabase, chatId, this.state, options);
         this.feed.listen({
             changed: () => this.notify(),
@@ -43,6 +44,7 @@ export class ChatSession {
         this.snapshotCache ??= {
             messages: this.state.list(),
             status: this.feed.status,
+            unavailable: this.feed.unavailable,
             cascades: [...this.state.cascades],
         };
         return this.snapshotCache;

@@ -1,6 +1,7 @@
 // The client a frontend makes once: the API's URL, a supabase-js client (for Realtime) and a way
 // to get the user's access token. It opens chats to follow and answers every route.
 import { ChatSession } from './chat.js';
+import { ChatFeed } from './feed.js';
 import { Http } from './http.js';
 import { Routes } from './routes.js';
 export class HandoffClient extends Routes {
@@ -17,11 +18,13 @@ export class HandoffClient extends Routes {
             serverGoneAfterMs: options.serverGoneAfterMs ?? 15_000,
         };
     }
-    /** The chat, followed live (the same session while it is open): send, follow, control. */
-    chat(chatId) {
+    /** The chat, followed live (the same session while it is open): send, follow, control.
+     * `allBranches`: its snapshot holds every branch's messages, the stale ones too (marked
+     * `stale`, with `replacedBy`), as the chat is opened. */
+    chat(chatId, options = {}) {
         let session = this.open.get(chatId);
         if (!session) {
-            session = new ChatSession(this.http, this.supabase, chatId, this.feedOptions);
+            session = new ChatSession(this.http, this.supabase, chatId, { ...this.feedOptions, ...options });
             const close = session.close.bind(session);
             session.close = () => {
                 this.open.delete(chatId);
@@ -30,6 +33,12 @@ export class HandoffClient extends Routes {
             this.open.set(chatId, session);
         }
         return session;
+    }
+    /** The chat's live feed alone, into a model of the frontend's own (one that keeps more than
+     * a ChatSession does, or shows messages its own way): it loads the history, follows the
+     * channel and polls as a ChatSession's does; `close` it when done. */
+    feed(chatId, model, options = {}) {
+        return new ChatFeed(this.http, this.supabase, chatId, model, { ...this.feedOptions, ...options });
     }
     /** Stops following every chat. */
     async close() {

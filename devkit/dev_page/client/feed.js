@@ -6,10 +6,15 @@
 // while the channel is down. A server that stays unreachable past `serverGoneAfterMs` is said
 // to those following (`onGone`), who end with a typed error rather than wait for ever. An
 // edit's cascade is not on the channel (only its messages are): while one may be under way, the
-// history, which lists its cards, is polled until a card waits or the chat is quiet.
-import { gone, HandoffError } from './errors.js';
+// history, which lists its cards, is polled until a card waits or the chat is quiet. A database
+// Realtime cannot follow (no logical decoding) is said once (`unavailable`, with the server's
+// words), and the history is polled instead, with no rejoining. What the feed observes goes into
+// a model: the package's ChatState, or a frontend's own with the same methods.
+import { gone } from './errors.js';
 import { isLive } from './types.js';
 const TOKEN_PROBLEM = /expired|JWT|token/i;
+// Realtime's word that the database cannot be followed: it will not learn to, so no rejoining.
+const UNAVAILABLE = /wal_level|logical decoding|logical replication/i;
 // History loads in a row, with no reply running and nothing changed, after which a cascade
 // watch ends: a cascade starts its next regeneration or asks within a step's round trip.
 const QUIET_LOADS = 3;
@@ -22,6 +27,8 @@ export class ChatFeed {
     state;
     options;
     status = 'connecting';
+    /** Why Realtime cannot follow the database (status `unavailable`), in the server's words. */
+    unavailable = null;
     closed = false;
     buffered = [];
     catchingUp = false;
@@ -68,7 +75,8 @@ export class ChatFeed {
     }
     /** The history again, then the changes held back meanwhile. */
     async refresh() {
-        const history = await this.http.json(`/api/chat/${this.chatId}/history`);
+        const all = this.options.allBranches ? '?all=true' : '';
+        const history = await this.http.json(`/api/chat/${this.chatId}/history${all}`);
         if (this.closed)
             return;
         this.lastContact = Date.now();
@@ -117,8 +125,16 @@ export class ChatFeed {
     }
     setStatus(status) {
         this.status = status;
+        const detail = status === 'unavailable' ? (this.unavailable ?? undefined) : undefined;
         for (const listener of this.listeners)
-            listener.status?.(status);
+            listener.status?.(status, detail);
+    }
+    failed(error) {
+        this.flushOnFailure();
+        if (this.closed)
+            return;
+        for (const listener of this.listeners)
+            listener.failed?.(error);
     }
     receive(change) {
         if (this.closed)
@@ -146,7 +162,7 @@ export class ChatFeed {
         this.catchingUp = true;
         this.buffered = [];
         this.refresh()
-            .catch(() => this.flushOnFailure())
+            .catch((error) => this.failed(error))
             .finally(() => (this.catchingUp = false));
     }
     flushOnFailure() {
@@ -159,7 +175,7 @@ export class ChatFeed {
     poll() {
         if (this.closed || this.status === 'live' || this.catchingUp)
             return;
-        this.refresh().catch(() => this.flushOnFailure());
+        this.refresh().catch((error) => this.failed(error));
         const silentFor = Date.now() - this.lastContact;
         if (silentFor > this.options.serverGoneAfterMs) {
             const error = gone(`no answer for ${Math.round(silentFor / 1000)} s`);
@@ -172,6 +188,15 @@ export class ChatFeed {
             return;
         this.setStatus('down');
         this.buffered = null;
+    }
+    /** Realtime said it cannot follow this database: polled from now on, never rejoined. */
+    unfollowable(message) {
+        if (this.closed)
+            return;
+        this.unavailable = message;
+        this.setStatus('unavailable');
+        this.buffered = null;
+        this.refresh().catch((error) => this.failed(error));
     }
     async leave() {
         await this.joining.catch(() => { });
@@ -231,10 +256,15 @@ export class ChatFeed {
             .on('system', {}, (payload) => {
             if (generation !== this.generation || payload.status !== 'error')
                 return;
+            const message = payload.message ?? '';
+            if (payload.extension === 'postgres_changes' && UNAVAILABLE.test(message)) {
+                this.unfollowable(message);
+                return;
+            }
             // The channel was ended (its token expired, the feed dropped it): changes may be
             // missing; a new join, with a fresh token when it was the token, and the history.
             this.down();
-            this.rejoinLater(generation, TOKEN_PROBLEM.test(payload.message ?? ''));
+            this.rejoinLater(generation, TOKEN_PROBLEM.test(message));
         })
             .subscribe((status, error) => this.onSubscribe(generation, status, error));
     }
@@ -243,13 +273,20 @@ export class ChatFeed {
             return;
         if (status === 'SUBSCRIBED') {
             this.lastContact = Date.now();
-            this.setStatus('live');
+            // Still unfollowable after a rejoin (supabase-js rejoins a socket it lost): the server
+            // says so again after the join, and the history stays polled meanwhile.
+            if (this.unavailable === null)
+                this.setStatus('live');
             // Subscribed first, history second: nothing that happens in between is missed.
             this.buffered = this.buffered ?? [];
-            this.refresh().catch(() => {
-                this.flushOnFailure();
+            this.refresh().catch((failure) => {
+                this.failed(failure);
                 this.markLoaded();
             });
+        }
+        else if (this.unavailable !== null) {
+            // The channel carries nothing here: the polling goes on, no rejoin.
+            return;
         }
         else if (status === 'CHANNEL_ERROR' || status === 'TIMED_OUT') {
             // The socket is gone (supabase-js reconnects and rejoins), or the join was refused.

@@ -41,18 +41,24 @@ function shown(message) {
     return text;
 }
 export class ChatState {
+    withStale;
     held = new Map();
     // Whole drafts that came before their message's row.
     early = new Map();
     /** The cards of the chat's cascades that wait for the editor, as the last history had them. */
     cascades = [];
+    /** `withStale`: `list` shows the stale messages too (every branch's history is followed). */
+    constructor(withStale = false) {
+        this.withStale = withStale;
+    }
     get(id) {
         return this.held.get(id);
     }
-    /** The messages shown, in the chat's order (a copy each, safe to keep): stale ones left out. */
+    /** The messages shown, in the chat's order (a copy each, safe to keep): stale ones left out,
+     * unless made `withStale`. */
     list() {
         return [...this.held.values()]
-            .filter((message) => !message.stale)
+            .filter((message) => this.withStale || !message.stale)
             .map(({ streamed: _s, draft: _d, ...message }) => ({ ...message }));
     }
     upsert(id, role) {

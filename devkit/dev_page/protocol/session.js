@@ -79,18 +79,6 @@ export class DevConnection extends EventTarget {
     return fresh.token;
   }
 
-  // A token renewed now (Realtime refused this one): the package's requests take it too, and
-  // every caller that met the same refusal meanwhile waits for the same answer.
-  renewSession() {
-    this.renewal = this.renewal || this.api.http.token(true).finally(() => (this.renewal = null));
-    return this.renewal;
-  }
-
-  // The chat's history for the feed; `all`: every branch's messages.
-  history(chatId, options) {
-    return this.api.history(chatId, options);
-  }
-
   // A reply's timeline: `handoff dev` keeps the last turns' traces in memory.
   timeline(messageId) {
     return this.api.http.json(`/api/dev/messages/${encodeURIComponent(messageId)}/timeline`);
@@ -111,10 +99,5 @@ export class DevConnection extends EventTarget {
     this.realtime.key = session.anonKey;
     previous?.removeAllChannels().finally(() => previous.realtime.disconnect());
     return this.realtime.client;
-  }
-
-  // Whether a renewed session brought another project key (a new client, a new subscription).
-  projectChanged() {
-    return this.realtime.key !== this.session.anonKey;
   }
 }
