@@ -41,12 +41,12 @@ from infra.events import (
 )
 from infra.runtime import Services
 from infra.store import cascades, sources
+from infra.store.assistants import chat_route
 from infra.store.checkpoints import has_checkpoint
 from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.statuses import ENDED_REPLY_STATUSES
 from turns.endings import Next, send_next
-from turns.routing import voices
 from turns.start import start_regeneration
 from turns.streaming import TurnHost, new_turn
 from turns.turn import Turn
@@ -153,9 +153,19 @@ class Cascade:
                 return {"replyId": None, "stop": True}
             if (await (await conn.execute(STATUS_SQL, {"id": new_id})).fetchone()) is not None:
                 return {"replyId": str(new_id), "stop": False}
-            turn = None if assistant is None else await self._turn(conn, row, old, planned)
+            chat = await chat_route(conn, self.chat_id, row.user_id, self.assistants.default.id)
+            if chat is None:
+                # The editor left the chat (or it is gone): their turns stop here.
+                await cascades.set_status(conn, self.cascade_id, "canceled", was=("running",))
+                return {"replyId": None, "stop": True}
+            present = {a.assistant_id for a in chat.assistants}
+            turn = None
+            if assistant is not None and assistant.id in present:
+                names = {a.id: a.name for a in self.assistants}
+                turn = await self._turn(conn, row, old, planned, names)
             if turn is None:
-                # Gone, or stored before turns recorded where they began: left as it is.
+                # Gone, its assistant no longer in the chat, or stored before turns recorded
+                # where they began: left as it is.
                 return {"replyId": None, "stop": False}
             await start_regeneration(conn, turn, self.services.settings.turn_lease_s)
             await cascades.count_regenerated(conn, self.cascade_id)
@@ -163,7 +173,12 @@ class Cascade:
         return {"replyId": str(new_id), "stop": False}
 
     async def _turn(
-        self, conn: Conn, row: cascades.CascadeRow, old: MessageId, planned: Planned
+        self,
+        conn: Conn,
+        row: cascades.CascadeRow,
+        old: MessageId,
+        planned: Planned,
+        names: dict[str, str],
     ) -> Turn | None:
         """The dependent's new turn: its message, what it hears, and the fork or the branch it
         continues; None when the reply cannot be regenerated."""
@@ -181,9 +196,6 @@ class Cascade:
                 return None
             edit = Edit(dep.parent_message_id, base, old, regenerate=True)
         parent = await (await conn.execute(PARENT_SQL, {"id": dep.parent_message_id})).fetchone()
-        names = await voices(
-            await self.services.pool(), self.assistants, chat_id=self.chat_id, user_id=row.user_id
-        )
         turn = new_turn(
             self.services.settings,
             assistant,
