@@ -61,8 +61,15 @@ async function sharedChat(browser) {
   watch(owner, 'owner');
   await owner.goto(origin);
   await owner.getByTestId('feed-status').and(owner.locator('[data-state="live"]')).waitFor();
+  const demoChat = /chat=([0-9a-f-]{36})/.exec(owner.url())[1];
   await owner.getByTestId('new-chat').click();
-  await owner.waitForFunction(() => document.querySelectorAll('[data-testid="message"]').length === 0);
+  // The new chat is open once the URL names it (the demo chat is empty too, so an empty list
+  // of messages alone does not tell).
+  await owner.waitForFunction(
+    (before) => !window.location.hash.includes(before) &&
+      document.querySelectorAll('[data-testid="message"]').length === 0,
+    demoChat,
+  );
   const chatId = /chat=([0-9a-f-]{36})/.exec(owner.url())[1];
   await sendWithEnter(owner, 'Hello from the owner');
   await answered(owner, 1);
