@@ -12,12 +12,16 @@ hears its original's, each message by its latest replacement (`Turn.context`).
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Sequence
+
 from langchain_core.messages import HumanMessage
 from langgraph.types import StateSnapshot
 
 from agent.graph import state_values
-from infra.db import Pool
-from infra.store import public_messages
+from infra.db import Conn, Pool
+from infra.store import public_messages, sources
+from infra.store.ids import MessageId
 from infra.store.public_messages import PublicMessage
 from turns.turn import Turn
 
@@ -49,4 +53,26 @@ def attributed(message: PublicMessage, names: dict[str, str]) -> HumanMessage:
     author = USER_NAME if message.role == "user" else names.get(message.assistant_id)
     return HumanMessage(
         content=f"[{author or message.assistant_id}] {message.content}", id=str(message.id)
+    )
+
+
+async def record_sources(conn: Conn, turn: Turn, heard: Sequence[HumanMessage]) -> None:
+    """What the opened turn's reply depends on (its message, what it heard), and what it
+    replaces: an edit's message the edited one, a new reply the assistant's earlier replies to
+    the same message (infra/store/sources.py)."""
+    assert turn.user_message_id is not None
+    chat_id, edit = turn.chat_id, turn.edit
+    if edit is not None and not edit.regenerate and turn.owns_message:
+        await sources.replace(conn, chat_id=chat_id, old=edit.message_id, new=turn.user_message_id)
+    if edit is not None or turn.replaces is not None:
+        await sources.replace_replies(
+            conn,
+            chat_id=chat_id,
+            assistant_id=turn.assistant_id,
+            message_id=edit.message_id if edit is not None else turn.user_message_id,
+            new=turn.reply_id,
+        )
+    context = [MessageId(uuid.UUID(m.id)) for m in heard if m.id]
+    await sources.record(
+        conn, chat_id=chat_id, reply_id=turn.reply_id, started=turn.user_message_id, context=context
     )

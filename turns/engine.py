@@ -49,14 +49,13 @@ from agent.usage import TurnUsage
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.settings import Settings
-from infra.store import branches, sources
+from infra.store import branches
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.store.history_cache import HISTORY
-from infra.store.ids import MessageId
 from infra.store.messages import MessageMetadata
 from infra.store.usage import Spent
 from turns.assistants import GRAPHS
-from turns.context import unheard
+from turns.context import record_sources, unheard
 from turns.turn import Turn
 
 
@@ -273,30 +272,8 @@ async def store_run(conn: Conn, run: Run, turn: Turn, *, opened: bool) -> Messag
         marks_message=turn.owns_message,
         restale=turn.replaces is not None,
     )
-    await _record_sources(conn, run, turn)
+    await record_sources(conn, turn, run.heard)
     return {"checkpointId": head, "baseCheckpointId": run.known, "branchId": run.branch}
-
-
-async def _record_sources(conn: Conn, run: Run, turn: Turn) -> None:
-    """What the opened turn's reply depends on (its message, what it heard), and what it
-    replaces: an edit's message the edited one, a new reply the assistant's earlier replies to
-    the same message (infra/store/sources.py)."""
-    assert turn.user_message_id is not None
-    chat_id, edit = turn.chat_id, turn.edit
-    if edit is not None and not edit.regenerate and turn.owns_message:
-        await sources.replace(conn, chat_id=chat_id, old=edit.message_id, new=turn.user_message_id)
-    if edit is not None or turn.replaces is not None:
-        await sources.replace_replies(
-            conn,
-            chat_id=chat_id,
-            assistant_id=turn.assistant_id,
-            message_id=edit.message_id if edit is not None else turn.user_message_id,
-            new=turn.reply_id,
-        )
-    heard = [MessageId(uuid.UUID(m.id)) for m in run.heard if m.id]
-    await sources.record(
-        conn, chat_id=chat_id, reply_id=turn.reply_id, started=turn.user_message_id, context=heard
-    )
 
 
 def reply_metadata(turn: Turn) -> MessageMetadata:
