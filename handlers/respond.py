@@ -22,7 +22,7 @@ from handlers.sse import event_stream
 from infra.store import forks
 from infra.store.ids import ChatId, MessageId, UserId, client_message_id
 from turns import cascade
-from turns.begun import begin
+from turns.begun import Begun, begin
 from turns.routing import Addressees, NotInChat, TooManyAddressees, addressees, likely
 from turns.start import Strategy, post_to_chat
 from turns.streaming import TurnHost, new_turn, posted, stream_turn, turn_limits
@@ -79,15 +79,8 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
     # what it replaces.
     likeliest = likely(host.assistants, content=body.content, assistant_id=body.assistant_id)
     begun = begin(host, turn_of(likeliest)) if body.edit_of is None else None
-    try:
-        route = await _addressees(host, body, chat_id, user)
-    except BaseException:
-        if begun is not None:
-            begun.drop()
-        raise
+    route = await _routed(host, body, chat_id, user, begun)
     if not route.answering:
-        if begun is not None:
-            begun.drop()
         return await _post(host, chat_id, user.id, message_id, body)
     further: dict[str, forks.Edit] = {}
     if begun is not None and route.first.id == begun.turn.assistant_id:
@@ -113,15 +106,36 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
     )
     if turn.edit is not None and route.names:
         # Where turns hear each other, other replies may have heard what the edit replaced.
-        assert turn.user_message_id is not None
-        cascade.request_later(
-            host,
-            chat_id=chat_id,
-            user_id=user.id,
-            edited=turn.edit.message_id,
-            replacement=turn.user_message_id,
-        )
+        _cascade(host, turn, turn.edit)
     return event_stream(stream.events, turn=stream.turn)
+
+
+async def _routed(
+    host: TurnHost, body: RespondRequest, chat_id: ChatId, user: AuthUser, begun: Begun | None
+) -> Addressees:
+    """Who answers (`_addressees`); the turn `begun` for the likeliest is dropped when routing
+    fails or finds nobody to answer."""
+    try:
+        route = await _addressees(host, body, chat_id, user)
+    except BaseException:
+        if begun is not None:
+            begun.drop()
+        raise
+    if not route.answering and begun is not None:
+        begun.drop()
+    return route
+
+
+def _cascade(host: TurnHost, turn: Turn, edit: forks.Edit) -> None:
+    """Request the cascade of the edit `turn` answers, once its own replies have started."""
+    assert turn.user_message_id is not None
+    cascade.request_later(
+        host,
+        chat_id=turn.chat_id,
+        user_id=turn.user_id,
+        edited=edit.message_id,
+        replacement=turn.user_message_id,
+    )
 
 
 def _check_content(content: str, max_chars: int) -> None:
