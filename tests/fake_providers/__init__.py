@@ -50,6 +50,7 @@ Anthropic-only); interleaving of parallel tool calls (each call's fragments are 
 the next call opens, as the APIs do today); real token counts (see `Reply.usage_for`).
 """
 
+from tests.fake_providers.anthropic_wire import anthropic_texts
 from tests.fake_providers.script import (
     CleanEof,
     CutStream,
@@ -83,6 +84,7 @@ __all__ = [
     "ToolCall",
     "Usage",
     "Varying",
+    "anthropic_texts",
     "retold",
     "serve_fake_providers",
 ]

@@ -173,3 +173,17 @@ def stream_error_event() -> bytes:
 def missing_key(request: str) -> tuple[int, dict[str, Any]]:
     data = error("authentication_error", "x-api-key header is required")
     return 401, {**data, "request_id": request}
+
+
+def anthropic_texts(anthropic_request: Mapping[str, Any]) -> list[str]:
+    """The text blocks of an Anthropic request's messages, in order; fails on any other block."""
+    found: list[str] = []
+    for m in anthropic_request["messages"]:
+        blocks = m["content"] if isinstance(m["content"], list) else [m["content"]]
+        for block in blocks:
+            if isinstance(block, str):
+                found.append(block)
+                continue
+            assert block["type"] == "text", block
+            found.append(block["text"])
+    return found

@@ -16,7 +16,7 @@ from agent.assistants import Assistant, Assistants
 from demo.assistants import ASSISTANTS as DEMO
 from demo.tools import calc
 from tests.api import ok
-from tests.fake_providers import Reply, ToolCall, serve_fake_providers
+from tests.fake_providers import Reply, ToolCall, anthropic_texts, serve_fake_providers
 from tests.support import (
     Stack,
     create_user_with_chat,
@@ -215,7 +215,7 @@ async def test_through_two_providers_the_second_hears_the_first_by_name(
     # THEN the reviewer's request carries the writer's reply, attributed, after the user's
     # message to the writer and before the question, as text alone: none of the writer's tool
     # calls or results
-    assert texts(first) == [
+    assert anthropic_texts(first) == [
         "[User] @Writer what is 6*7?",
         "[Writer] Let me work it out.\n\nIt is 42.",
         "@reviewer is that right?",
@@ -225,18 +225,4 @@ async def test_through_two_providers_the_second_hears_the_first_by_name(
     assert "tool_calls" in str(fake.bodies("openai")[-1]["messages"])
     # AND asked again, the reviewer is not given the writer's reply twice
     assert str(second["messages"]).count("[Writer]") == 1
-    assert texts(second)[-1] == "@reviewer sure?"
-
-
-def texts(anthropic_request: dict[str, Any] | Any) -> list[str]:
-    """The text blocks of an Anthropic request's messages, in order; fails on any other block."""
-    found: list[str] = []
-    for m in anthropic_request["messages"]:
-        blocks = m["content"] if isinstance(m["content"], list) else [m["content"]]
-        for block in blocks:
-            if isinstance(block, str):
-                found.append(block)
-                continue
-            assert block["type"] == "text", block
-            found.append(block["text"])
-    return found
+    assert anthropic_texts(second)[-1] == "@reviewer sure?"

@@ -11,9 +11,10 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from agent.assistants import Assistants
+from agent.assistants import Assistant, Assistants
 from demo.assistants import ASSISTANTS as DEMO
 from tests.api import Api, ok
+from tests.fake_providers import Reply, anthropic_texts, serve_fake_providers
 from tests.support import (
     create_user_with_chat,
     durable_messages,
@@ -176,3 +177,34 @@ async def test_posting_counts_against_the_senders_messages_per_minute(
         # THEN it is refused and not stored
         assert ok(refused, 429)["error"]["code"] == "too_many_turns"
         assert len(await fetch(database_url, ROWS_SQL, chat_id)) == 2
+
+
+async def test_a_posted_message_reaches_a_real_provider_once_by_name(database_url: str) -> None:
+    writer = Assistant(id="writer", name="Writer", model="openai:gpt-4o-mini")
+    reviewer = Assistant(id="reviewer", name="Reviewer", model="anthropic:claude-haiku-4-5")
+    async with serve_fake_providers() as fake:
+        keys: dict[str, Any] = {
+            "openai_base_url": fake.openai_base_url,
+            "openai_api_key": "test-key",
+            "anthropic_base_url": fake.anthropic_base_url,
+            "anthropic_api_key": "test-key",
+        }
+        assistants = Assistants([*DEMO, writer, reviewer])
+        async with running_stack(database_url, assistants=assistants, **keys) as stack:
+            stack.executor.call_delay_s = CALL_DELAY_S
+            owner, member, chat_id = await shared_chat(database_url, stack, ["writer", "reviewer"])
+            # GIVEN the member posts to the chat, naming nobody
+            await stack.respond(token_for(member), message(chat_id, "Hello everyone"))
+            # WHEN the owner asks the reviewer (Anthropic) twice, answered differently each time
+            fake.script(Reply(text=["Hi."]), Reply(text=["Hi again."]))
+            first = await stack.respond(token_for(owner), message(chat_id, "@reviewer hi?"))
+            again = await stack.respond(token_for(owner), message(chat_id, "@reviewer still?"))
+    assert first[-1][1]["content"] == "Hi."
+    assert again[-1][1]["content"] == "Hi again."
+    # THEN its first request carries the posted message, attributed, before the question
+    earlier, later = fake.bodies("anthropic")
+    assert anthropic_texts(earlier) == ["[User] Hello everyone", "@reviewer hi?"]
+    # AND the second does not give it again
+    assert str(later["messages"]).count("Hello everyone") == 1
+    # AND nothing went to the writer (OpenAI), which nobody named
+    assert fake.bodies("openai") == []
