@@ -17,6 +17,9 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -120,6 +123,31 @@ async def run_node_tests(
     return report
 
 
+@dataclass(frozen=True)
+class Served:
+    node: str
+    server: DevServer
+    data_dir: Path
+
+    async def run(self, *files: str, **env: str) -> str:
+        return await run_node_tests(self.node, self.server, self.data_dir, *files, **env)
+
+
+@asynccontextmanager
+async def served(database_url: str, tmp_path: Path, **env: str) -> AsyncIterator[Served]:
+    """The built package and a real `handoff dev` on `database_url`, with `env` besides the
+    token delay, stopped at the end however the test went."""
+    node = node_and_package()
+    await build(node)
+    data_dir = tmp_path / "dev"
+    async with dev_servers() as started:
+        server = await start_handoff_dev(
+            database_url, data_dir, SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS, **env
+        )
+        started.append(server)
+        yield Served(node, server, data_dir)
+
+
 SUITE = (
     "routes.test.mjs",
     "reply.test.mjs",
@@ -135,20 +163,10 @@ SUITE = (
 async def test_the_package_follows_replies_against_handoff_dev(
     logical_database_url: str, tmp_path: Path, transport: str
 ) -> None:
-    node = node_and_package()
-    await build(node)
-    data_dir = tmp_path / "dev"
-    async with dev_servers() as started:
-        server = await start_handoff_dev(
-            logical_database_url,
-            data_dir,
-            SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS,
-            DRAFT_TRANSPORT=transport,
-            **ROOMY_LIMITS,
-        )
-        started.append(server)
-        report = await run_node_tests(node, server, data_dir, *SUITE)
-        assert await server.stop() == 0
+    env = {"DRAFT_TRANSPORT": transport, **ROOMY_LIMITS}
+    async with served(logical_database_url, tmp_path, **env) as dev:
+        report = await dev.run(*SUITE)
+        assert await dev.server.stop() == 0
     assert re.search(r"^\S+ fail 0$", report, re.MULTILINE), report
 
 
@@ -159,22 +177,11 @@ SHARED_SUITE = ("shared.test.mjs", "cascade.test.mjs", "react.test.mjs")
 async def test_the_package_follows_shared_chats_cascades_and_the_react_hook(
     logical_database_url: str, tmp_path: Path
 ) -> None:
-    node = node_and_package()
-    await build(node)
-    data_dir = tmp_path / "dev"
-    async with dev_servers() as started:
-        server = await start_handoff_dev(
-            logical_database_url,
-            data_dir,
-            SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS,
-            CASCADE_LIMIT="1",
-            MAX_MEMBERS_PER_CHAT="1",
-            **ROOMY_LIMITS,
-        )
-        started.append(server)
+    env = {"CASCADE_LIMIT": "1", "MAX_MEMBERS_PER_CHAT": "1", **ROOMY_LIMITS}
+    async with served(logical_database_url, tmp_path, **env) as dev:
         users = await new_users(logical_database_url, 2)
-        report = await run_node_tests(node, server, data_dir, *SHARED_SUITE, **users)
-        assert await server.stop() == 0
+        report = await dev.run(*SHARED_SUITE, **users)
+        assert await dev.server.stop() == 0
     assert re.search(r"^\S+ fail 0$", report, re.MULTILINE), report
     assert re.search(r"^\S+ pass [1-9]", report, re.MULTILINE), report
 
@@ -183,21 +190,14 @@ async def test_the_package_follows_shared_chats_cascades_and_the_react_hook(
 async def test_a_followed_reply_ends_with_a_typed_error_when_the_server_goes_away(
     logical_database_url: str, tmp_path: Path
 ) -> None:
-    node = node_and_package()
-    await build(node)
-    data_dir = tmp_path / "dev"
-    async with dev_servers() as started:
-        server = await start_handoff_dev(
-            logical_database_url, data_dir, SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS
-        )
-        started.append(server)
+    async with served(logical_database_url, tmp_path) as dev:
         # The test stops the server itself (SIGTERM to HANDOFF_DEV_PID) while it follows.
-        await run_node_tests(node, server, data_dir, "gone.test.mjs")
+        await dev.run("gone.test.mjs")
         # On its way down already: waited for, not signalled twice (a second SIGTERM during
         # the shutdown ends it by the signal's default action).
         async with asyncio.timeout(STOP_WITHIN_S):
-            await server.child.wait()
-        assert await server.stop() == 0
+            await dev.server.child.wait()
+        assert await dev.server.stop() == 0
 
 
 @pytest.mark.timeout(120)
@@ -205,14 +205,7 @@ async def test_the_package_polls_a_database_realtime_cannot_follow(
     replica_database_url: str, tmp_path: Path
 ) -> None:
     """wal_level=replica: the feed says `unavailable`, with the server's words, and polls."""
-    node = node_and_package()
-    await build(node)
-    data_dir = tmp_path / "dev"
-    async with dev_servers() as started:
-        server = await start_handoff_dev(
-            replica_database_url, data_dir, SCRIPTED_TOKEN_DELAY_MS=TOKEN_DELAY_MS
-        )
-        started.append(server)
-        report = await run_node_tests(node, server, data_dir, "unavailable.test.mjs")
-        assert await server.stop() == 0
+    async with served(replica_database_url, tmp_path) as dev:
+        report = await dev.run("unavailable.test.mjs")
+        assert await dev.server.stop() == 0
     assert re.search(r"^\S+ pass 1$", report, re.MULTILINE), report
