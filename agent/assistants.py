@@ -9,6 +9,7 @@ thread keys and rows.
 from __future__ import annotations
 
 import importlib
+import traceback
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -117,6 +118,20 @@ def _check_one(assistant: Assistant) -> None:
             raise AssistantDefinitionError(f"{who}: {limit} must be positive, not {value}.")
 
 
+def _import_failure(module_name: str, exc: Exception) -> str:
+    """Why the module did not import, in a clause: a package not on the import path says where
+    it must be; an error the module's own code raised says where it was raised."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name == module_name.partition(".")[0]:
+        return f"{exc}; put the folder that holds it on PYTHONPATH"
+    if isinstance(exc, ImportError):
+        return str(exc)
+    if isinstance(exc, SyntaxError):
+        return f"SyntaxError: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
 def load_assistants(reference: str) -> Assistants:
     """The assistants `reference` (`module:attribute`) names, checked."""
     module_name, _, attribute = reference.partition(":")
@@ -127,9 +142,10 @@ def load_assistants(reference: str) -> Assistants:
         )
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
+    except Exception as exc:
         raise AssistantDefinitionError(
-            f"ASSISTANTS={reference}: module {module_name!r} cannot be imported ({exc})."
+            f"ASSISTANTS={reference}: module {module_name!r} cannot be imported"
+            f" ({_import_failure(module_name, exc)})."
         ) from exc
     defined = getattr(module, attribute, None)
     if defined is None:

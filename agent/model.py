@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hashlib
 import json
 import re
@@ -248,18 +249,34 @@ def check_model(
     turn). `setting` is where the name came from, for the message: MODEL, or an assistant's
     own `model`."""
     if name != SCRIPTED:
-        _provider(name, setting)
+        _known_provider(_provider(name, setting), name, setting)
     try:
         create_model(name, options=options)
     except ImportError as exc:
         provider = name.partition(":")[0]
+        # LangChain's error names the missing module in its cause, and advises pip.
+        package = str(getattr(exc.__cause__, "name", None) or "").partition(".")[0]
         if provider in PROVIDER_EXTRAS:
-            fix = f"run `uv sync --extra {provider}` (or `uv sync --all-extras`)"
+            fix = f": run `uv sync --extra {provider}` (or `uv sync --all-extras`)"
+        elif package:
+            package = package.replace("_", "-")
+            fix = f", {package}, which this project does not depend on: `uv add {package}`"
         else:
-            fix = f"this project ships no extra for it; {exc}"
-        raise ModelUnavailable(f"{setting}={name} needs its provider's package: {fix}.") from exc
+            fix = f": this project ships no extra for it; {exc}"
+        raise ModelUnavailable(f"{setting}={name} needs its provider's package{fix}.") from exc
     except Exception as exc:
-        raise ModelUnavailable(f"{setting}={name} cannot be used: {exc}") from exc
+        said = " ".join(str(exc).split())  # the provider's words, on one line
+        raise ModelUnavailable(f"{setting}={name} cannot be used: {said}") from exc
+
+
+def _known_provider(provider: str, name: str, setting: str) -> None:
+    """A provider init_chat_model does not know is refused in one sentence, nearest name given."""
+    from langchain.chat_models.base import _BUILTIN_PROVIDERS
+
+    if provider not in _BUILTIN_PROVIDERS:
+        near = difflib.get_close_matches(provider, list(_BUILTIN_PROVIDERS), n=1)
+        hint = f"; did you mean {near[0]!r}?" if near else "."
+        raise ModelUnavailable(f"{setting}={name}: LangChain has no provider {provider!r}{hint}")
 
 
 def model_spec(name: str, *, token_delay_ms: float) -> dict[str, Any]:

@@ -91,8 +91,7 @@ ERRORS: dict[type[Exception], ApiError] = {
     AssistantNotInChat: ApiError(
         409,
         "assistant_not_in_chat",
-        "This assistant is not in this chat. Add it first with"
-        " POST /api/chats/{chatId}/assistants.",
+        "This assistant is not in this chat, so there is nothing to remove.",
     ),
     LastAssistant: ApiError(
         409,
@@ -206,6 +205,15 @@ def error_response(error: ApiError) -> JSONResponse:
     )
 
 
+def _problem(error: dict[str, Any]) -> str:
+    """One validation error as `<field>: <reason>`; a body that is not JSON says where it broke
+    (its location is a character offset, not a field)."""
+    if error["type"] == "json_invalid":
+        reason = error.get("ctx", {}).get("error", "malformed")
+        return f"body: not valid JSON ({reason} at character {error['loc'][-1]})"
+    return f"{'.'.join(str(p) for p in error['loc'] if p != 'body') or 'body'}: {error['msg']}"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     async def api_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
@@ -221,10 +229,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
         # Field paths and reasons only: echoing the input could reflect a secret back.
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'] if p != 'body') or 'body'}: {e['msg']}"
-            for e in exc.errors()
-        )
+        problems = "; ".join(_problem(e) for e in exc.errors())
         return error_response(ApiError(422, "invalid_request", problems or "Invalid request."))
 
     async def http_error(_: Request, exc: Exception) -> JSONResponse:

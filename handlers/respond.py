@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agent.assistants import Assistant
+from agent.mentions import mentioned
 from handlers.auth import AuthUser
 from handlers.deps import CurrentUser, TurnHostDep
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
@@ -206,32 +207,24 @@ async def _addressees(
     host: TurnHost, body: RespondRequest, chat_id: ChatId, user: AuthUser
 ) -> Addressees:
     """Who answers the message, or the error that says why nobody can. An edit that names
-    nobody in a shared chat goes where the message it replaces went."""
+    nobody (no `assistantId`, no @-mention) goes where the message it replaces went first, in
+    any chat: not to the chat's default, whose thread may not have that message."""
     settings = host.services.settings
     pool = await host.services.pool()
+    named = body.assistant_id
     try:
-        route = await addressees(
-            pool,
-            host.assistants,
-            chat_id=chat_id,
-            user_id=user.id,
-            content=body.content,
-            assistant_id=body.assistant_id,
-            max_per_message=settings.max_assistants_per_message,
-        )
-        if route.answering or body.edit_of is None:
-            return route
-        edited = await forks.edited_assistant(
-            pool, user.claims, chat_id=chat_id, message_id=body.edit_of
-        )
-        # As if the edit named it: refused if the assistant has left the chat since.
+        if named is None and body.edit_of is not None and not _mentions(host, body.content):
+            # As if the edit named it: refused if the assistant has left the chat since.
+            named = await forks.edited_assistant(
+                pool, user.claims, chat_id=chat_id, message_id=body.edit_of
+            )
         return await addressees(
             pool,
             host.assistants,
             chat_id=chat_id,
             user_id=user.id,
             content=body.content,
-            assistant_id=edited,
+            assistant_id=named,
             max_per_message=settings.max_assistants_per_message,
         )
     except NotInChat as exc:
@@ -249,3 +242,7 @@ async def _addressees(
             f"content: mentions more assistants than MAX_ASSISTANTS_PER_MESSAGE ({exc.limit})"
             " allows in one message.",
         ) from exc
+
+
+def _mentions(host: TurnHost, content: str) -> bool:
+    return bool(mentioned(content, [(a.id, a.name) for a in host.assistants]))

@@ -34,6 +34,11 @@ from devkit.terminal_chat.screen import Screen, printable
 from devkit.terminal_chat.subscription import message_changes
 from devkit.terminal_chat.transcript import show
 
+POSTED = (
+    "Posted to the chat for its people: in a shared chat, a message that names no assistant"
+    " gets no reply (@-mention one, or pass --assistant ID)."
+)
+
 
 def shown_on(screen: Screen) -> Callable[[str], None]:
     """Streamed text onto the screen, escaped."""
@@ -67,6 +72,9 @@ async def chat(
                 shown, handed_off = await stream_turn(
                     session, content, shown_on(screen), labelled(screen, session)
                 )
+                if shown is None:
+                    screen.line(POSTED)
+                    return 0
                 if handed_off is None:
                     screen.line("")
                     return 0

@@ -129,10 +129,11 @@ async def stream_turn(
     content: str,
     on_token: Callable[[str], None],
     on_reply: Callable[[str | None], None],
-) -> tuple[str, str | None]:
+) -> tuple[str | None, str | None]:
     """Stream the quick path: its reply's assistant to `on_reply` (None when the server does
     not say which), each token to `on_token`; the text streamed, and the assistant message id
-    if it handed off."""
+    if it handed off. A message posted to a shared chat, which no assistant answers, is
+    (None, None)."""
     shown = ""
     body = {"chatId": session.chat_id, "content": content, **session.named()}
     try:
@@ -142,11 +143,15 @@ async def stream_turn(
                 raise ChatFailed(error_text(source.response))
             async for sse in source.aiter_sse():
                 event, data = sse.event, sse.json()
+                if event == "metadata" and data.get("assistantMessageId", "") is None:
+                    continue  # posted to the chat: no reply to name
                 if event == "metadata":
                     on_reply(data.get("assistantId"))
                 elif event == "token":
                     shown += data["text"]
                     on_token(data["text"])
+                elif event == "done" and data.get("status") == "posted":
+                    return None, None
                 elif event == "done":
                     return data["content"], None
                 elif event == "handoff":

@@ -3,6 +3,8 @@ the problem: ids, names, tools, limits, the graph a factory returns, the ASSISTA
 
 from __future__ import annotations
 
+import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -159,7 +161,11 @@ def test_a_graph_that_keeps_the_contract_compiles_to_pause_before_its_tools() ->
     ("reference", "says"),
     [
         ("tests.assistants_example", "must be 'module:attribute'"),
-        ("no_such_module:ASSISTANTS", "module 'no_such_module' cannot be imported"),
+        (
+            "no_such_module:ASSISTANTS",
+            "module 'no_such_module' cannot be imported .* put the folder that holds it on"
+            " PYTHONPATH",
+        ),
         ("tests.assistants_example:MISSING", "has no 'MISSING'"),
         ("tests.assistants_example:PLANNER", "must be a sequence of Assistant, not Assistant"),
     ],
@@ -167,6 +173,25 @@ def test_a_graph_that_keeps_the_contract_compiles_to_pause_before_its_tools() ->
 def test_a_wrong_assistants_reference_is_refused(reference: str, says: str) -> None:
     with pytest.raises(AssistantDefinitionError, match=says):
         load_assistants(reference)
+
+
+@pytest.mark.parametrize(
+    ("source", "says"),
+    [
+        ("def broken(:\n", r"cannot be imported \(SyntaxError: .*line 1\)\)\.$"),
+        ("raise RuntimeError('no key')\n", r"\(RuntimeError: no key at .*\.py:1\)\.$"),
+        ("import no_such_dependency\n", r"\(No module named 'no_such_dependency'\)\.$"),
+    ],
+)
+def test_a_module_that_fails_to_import_is_refused_in_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, says: str
+) -> None:
+    name = f"assistants_{uuid.uuid4().hex}"
+    (tmp_path / f"{name}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(AssistantDefinitionError, match=says) as refused:
+        load_assistants(f"{name}:ASSISTANTS")
+    assert "\n" not in str(refused.value)
 
 
 def test_the_reference_loads_the_assistants_it_names() -> None:

@@ -19,8 +19,11 @@ from tests.dev_server import HANDOFF
     [
         ("gpt-4o-mini", "MODEL must be 'scripted' or 'provider:model'"),
         (":gpt-4o-mini", "MODEL must be 'scripted' or 'provider:model'"),
-        # A provider the project has no extra for, whose package is not installed.
-        ("mistralai:mistral-small", "langchain-mistralai"),
+        # A provider the project has no extra for, whose package is not installed: added with
+        # uv, as the project's dependencies are.
+        ("mistralai:mistral-small", "`uv add langchain-mistralai`"),
+        # A provider LangChain does not know, the nearest it knows suggested.
+        ("opnai:gpt-4o-mini", "LangChain has no provider 'opnai'; did you mean 'openai'?"),
         # A provider whose key is set nowhere.
         ("openai:gpt-4o-mini", "OPENAI_API_KEY"),
     ],

@@ -96,6 +96,6 @@ def test_handoff_package_stops_in_one_sentence_when_the_module_is_not_found(
     assert result.stderr == (
         "handoff package: ASSISTANTS=pack_probe_absent.assistants:TEAM: module"
         " 'pack_probe_absent.assistants' cannot be imported (No module named"
-        " 'pack_probe_absent').\n"
+        " 'pack_probe_absent'; put the folder that holds it on PYTHONPATH).\n"
     )
     assert not (tmp_path / "dist").exists()

@@ -19,6 +19,7 @@ import pytest
 
 from devkit.dev_home import DevHome
 from devkit.dev_server import DEMO_CHAT_ID
+from devkit.terminal_chat import POSTED
 from tests.dev_server import HANDOFF, dev_servers, handoff_dev, start_handoff_dev
 from tests.support import execute, fetch, token_for, wait_for_row
 
@@ -173,6 +174,33 @@ async def test_an_assistant_asked_by_id_answers_under_its_name(
     unknown = await handoff_chat(dev, "hello", "--assistant", "nobody")
     assert (unknown.status, unknown.err) == (1, "handoff chat: No such assistant.\n")
     assert len(await fetch(logical_database_url, "select id from message")) == 2
+
+
+async def test_in_a_shared_chat_a_message_to_nobody_is_posted_and_says_so(
+    dev: str, logical_database_url: str
+) -> None:
+    # GIVEN the demo chat shared with Bea
+    await execute(
+        logical_database_url,
+        "insert into auth.users (id, email) values (%s, %s)",
+        uuid.uuid4(),
+        "bea@example.com",
+    )
+    async with httpx.AsyncClient(base_url=dev) as http:
+        session = (await http.get("/api/dev/session")).json()
+        added = await http.post(
+            f"/api/chats/{session['chatId']}/members",
+            json={"email": "bea@example.com"},
+            headers={"Authorization": f"Bearer {session['token']}"},
+        )
+        assert added.status_code == 201, added.text
+    # WHEN the owner sends a message that names no assistant
+    chat = await handoff_chat(dev, "hello everyone")
+    # THEN it is posted, answered by nobody, and the screen says so in one line, naming no one
+    assert chat.status == 0, chat.err
+    assert chat.out == POSTED + "\n"
+    rows = await fetch(logical_database_url, "select role, content from message")
+    assert [(r["role"], r["content"]) for r in rows] == [("user", "hello everyone")]
 
 
 async def test_approval_is_asked_for_and_can_come_from_elsewhere(

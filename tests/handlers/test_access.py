@@ -91,6 +91,25 @@ async def test_invalid_input_gets_a_clear_json_error(
     assert await fetch(database_url, "select * from message") == []
 
 
+async def test_a_body_that_is_not_json_says_so_and_where(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    cut_short = f'{{"chatId": "{chat_id}", "content": "hi"'
+    async with in_process_app(database_url) as stack:
+        response = await stack.http.post(
+            "/api/chat/respond",
+            content=cut_short,
+            headers={
+                "Authorization": f"Bearer {token_for(user_id)}",
+                "Content-Type": "application/json",
+            },
+        )
+    assert_error(response, 422, "invalid_request")
+    assert response.json()["error"]["message"] == (
+        f"body: not valid JSON (Expecting ',' delimiter at character {len(cut_short)})"
+    )
+    assert await fetch(database_url, "select * from message") == []
+
+
 async def test_a_second_message_while_a_job_runs_is_409(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(
         database_url, assistants=["default", "calculator"]

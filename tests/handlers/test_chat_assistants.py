@@ -101,7 +101,10 @@ async def test_adding_making_default_and_removing_keep_one_default(database_url:
             409,
             "assistant_not_in_chat",
         )
-        assert "POST /api/chats/{chatId}/assistants" in absent.json()["error"]["message"]
+        # One it does not have is not to be added first: there is nothing to remove.
+        assert absent.json()["error"]["message"] == (
+            "This assistant is not in this chat, so there is nothing to remove."
+        )
 
 
 def _codes(response_status: int, body: dict[str, dict[str, str]]) -> tuple[int, str]:

@@ -105,6 +105,29 @@ async def test_editing_the_first_message_starts_the_thread_again(database_url: s
     assert said(await durable_messages(database_url, chat_id)) == ["hi, edited"]
 
 
+async def test_an_edit_that_names_nobody_goes_to_the_assistant_the_message_went_to(
+    database_url: str,
+) -> None:
+    # GIVEN a chat of two assistants, its default the helper, and a message to the calculator
+    user_id, chat_id = await create_user_with_chat(
+        database_url, assistants=["default", "calculator"]
+    )
+    token = token_for(user_id)
+    async with in_process_app(database_url) as stack:
+        asked = await say(stack, token, chat_id, "six times seven", assistantId="calculator")
+        # WHEN the message is edited with no assistantId and no @-mention
+        events = await stack.respond(
+            token, {"chatId": str(chat_id), "content": "six times eight", "editOf": asked}
+        )
+        messages = await stack.messages(token, chat_id, all="true")
+    # THEN the calculator answers the edit, as it answered the message, not the chat's default
+    assert events[0][1]["assistantId"] == "calculator"
+    assert events[-1][0] == "done"
+    assert "You are Calculator." in events[-1][1]["content"]
+    replies = [(m["assistantId"], m["stale"]) for m in messages if m["role"] == "assistant"]
+    assert replies == [("calculator", True), ("calculator", False)]
+
+
 async def test_an_edit_of_a_tool_turn_hands_off_on_the_new_branch(database_url: str) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
