@@ -270,11 +270,13 @@ def check_model(
 
 
 def _known_provider(provider: str, name: str, setting: str) -> None:
-    """A provider init_chat_model does not know is refused in one sentence, nearest name given."""
-    from langchain.chat_models.base import _BUILTIN_PROVIDERS
+    """A provider init_chat_model does not know is refused in one sentence, nearest name given.
+    The list is LangChain's private one: without it, init_chat_model's own error speaks."""
+    from langchain.chat_models import base
 
-    if provider not in _BUILTIN_PROVIDERS:
-        near = difflib.get_close_matches(provider, list(_BUILTIN_PROVIDERS), n=1)
+    known: dict[str, object] | None = getattr(base, "_BUILTIN_PROVIDERS", None)
+    if known is not None and provider not in known:
+        near = difflib.get_close_matches(provider, list(known), n=1)
         hint = f"; did you mean {near[0]!r}?" if near else "."
         raise ModelUnavailable(f"{setting}={name}: LangChain has no provider {provider!r}{hint}")
 
