@@ -270,8 +270,7 @@ def check_model(
 
 
 def _known_provider(provider: str, name: str, setting: str) -> None:
-    """A provider init_chat_model does not know is refused in one sentence, nearest name given.
-    The list is LangChain's private one: without it, init_chat_model's own error speaks."""
+    """A provider LangChain's (private) list lacks is refused in one sentence, nearest given."""
     from langchain.chat_models import base
 
     known: dict[str, object] | None = getattr(base, "_BUILTIN_PROVIDERS", None)
