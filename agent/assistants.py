@@ -33,7 +33,8 @@ class Assistant:
     """One agent: who it is, the model it calls, what it is told and the tools it may use.
 
     `model` is `scripted` or `provider:model`; None takes the deployment's `MODEL`. The limits
-    are None to take the deployment's (`MAX_TOOL_ROUNDS`, `MAX_TURN_OUTPUT_TOKENS`).
+    are None to take the deployment's (`MAX_TOOL_ROUNDS`, `MAX_TURN_OUTPUT_TOKENS`). `starters`:
+    messages a chat page offers to begin a conversation with it (`GET /api/assistants`).
     """
 
     id: str
@@ -45,6 +46,7 @@ class Assistant:
     max_tool_rounds: int | None = None
     max_output_tokens: int | None = None
     graph: GraphFactory | None = None
+    starters: Sequence[str] = field(default_factory=tuple)
 
 
 class Assistants:
@@ -112,6 +114,10 @@ def _check_one(assistant: Assistant) -> None:
         if tool.name in names:
             raise AssistantDefinitionError(f"{who} has two tools named {tool.name!r}.")
         names.add(tool.name)
+    if isinstance(assistant.starters, str) or not all(
+        isinstance(s, str) and s.strip() for s in assistant.starters
+    ):
+        raise AssistantDefinitionError(f"{who}: starters must be a list of messages, none blank.")
     for limit in ("max_tool_rounds", "max_output_tokens"):
         value = getattr(assistant, limit)
         if value is not None and value <= 0:

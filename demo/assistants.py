@@ -18,6 +18,9 @@ ASSISTANTS = [
         description="Does arithmetic, waits, writes reports, sends email (once you approve it)"
         " and asks you when it needs to.",
         tools=demo_tools(),
+        # The first hands off to the background at once; the second streams for two seconds
+        # there first.
+        starters=["/calc 2*21", "/sleep 2"],
     ),
     Assistant(
         id="calculator",
@@ -27,5 +30,6 @@ ASSISTANTS = [
         " a time, and answer with the result. Ask the user when the question is unclear.",
         tools=[calc, ask_user],
         max_tool_rounds=4,
+        starters=["What is 6*7?"],
     ),
 ]

@@ -7,12 +7,12 @@ import contextlib
 import functools
 import logging
 import secrets
-import shlex
 import signal
 import socket
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import jwt
@@ -22,6 +22,7 @@ from agent.assistants import Assistants
 from devkit.app import create_dev_app
 from devkit.change_feed import WAL_LEVEL_SQL
 from devkit.changes import close_change_feed
+from devkit.dev_banner import print_ready
 from devkit.dev_home import DevHome
 from devkit.dev_logs import RequestLog, quiet_stop
 from devkit.dev_routes import DevSession, install_dev_routes
@@ -187,12 +188,20 @@ async def dev_server(
     session = DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint, dev_anon_key(secret))
     install_dev_routes(app, session, traces)
     origin = socket_origin(app_sock)
+    banner = functools.partial(
+        print_ready,
+        origin,
+        mint(),
+        email=DEMO_EMAIL,
+        chat_id=DEMO_CHAT_ID,
+        starters=assistants.default.starters,
+    )
     if intake_sock is not None:
-        serving = Serving(app, app_sock, origin, mint(), stop, stopping)
+        serving = Serving(app, app_sock, origin, banner, stop, stopping)
         await _serve_with_executor(serving, settings, intake_sock)
         return
     async with serve_asgi(app, app_sock):
-        _print_ready(origin, mint(), "Inngest at " + (settings.inngest_origin or "Inngest Cloud"))
+        banner("Inngest at " + (settings.inngest_origin or "Inngest Cloud"))
         try:
             await stop.wait()
         finally:
@@ -226,13 +235,13 @@ async def _dev_settings(
 
 @dataclass(frozen=True)
 class Serving:
-    """The dev app, its socket and the token the banner shows, until `stop` is requested
-    (`stopping` tells the request log)."""
+    """The dev app, its socket and the banner to show, given the background's engine, until
+    `stop` is requested (`stopping` tells the request log)."""
 
     app: FastAPI
     app_sock: socket.socket
     origin: str
-    token: str
+    banner: Callable[[str], None]
     stop: StopRequest
     stopping: asyncio.Event
 
@@ -268,7 +277,7 @@ async def _serve_with_executor(
                 executor.send(
                     {"id": job.idempotency_key, "name": HANDOFF_EVENT, "data": job.payload}
                 )
-            _print_ready(serving.origin, serving.token, "local executor (development only)")
+            serving.banner("local executor (development only)")
             try:
                 await serving.stop.wait()
             finally:
@@ -281,23 +290,3 @@ async def _serve_with_executor(
 
 def _jobs(count: int) -> str:
     return "1 background job" if count == 1 else f"{count} background jobs"
-
-
-def _print_ready(origin: str, token: str, engine: str) -> None:
-    body = f'{{"chatId": "{DEMO_CHAT_ID}", "content": "/calc 2*21"}}'
-    auth = '-H "Authorization: Bearer $TOKEN"'
-    say = functools.partial(print, flush=True)
-    say(f"\nHandoff is running at {origin} (background work: {engine}).")
-    say(f"Chat page: {origin}/")
-    say(f'In a terminal: uv run handoff chat --url {origin} "/sleep 2"')
-    say(f"Demo user {DEMO_EMAIL}, chat {DEMO_CHAT_ID}. With curl:\n")
-    say(f"TOKEN={shlex.quote(token)}")
-    say(f"curl -N -X POST {origin}/api/chat/respond {auth} \\")
-    say(f"  -H 'Content-Type: application/json' -d {shlex.quote(body)}\n")
-    say(
-        "When the turn needs a tool, the stream ends with `event: handoff` and the answer is"
-        " written in the background: it appears in the chat's history (as on the chat page and"
-        " in `uv run handoff chat`):\n"
-    )
-    say(f"curl {auth} {origin}/api/chat/{DEMO_CHAT_ID}/history\n")
-    say("Stop with Ctrl-C.")

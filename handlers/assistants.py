@@ -39,6 +39,7 @@ class AssistantInfo(BaseModel):
     id: str
     name: str
     description: str
+    starters: list[str]
 
 
 class AssistantList(BaseModel):
@@ -63,7 +64,12 @@ class AddAssistant(BaseModel):
 
 
 def info(assistant: Assistant) -> AssistantInfo:
-    return AssistantInfo(id=assistant.id, name=assistant.name, description=assistant.description)
+    return AssistantInfo(
+        id=assistant.id,
+        name=assistant.name,
+        description=assistant.description,
+        starters=list(assistant.starters),
+    )
 
 
 def chat_list(

@@ -58,6 +58,14 @@ def compiled(assistant: Assistant) -> Any:
             "max_tool_rounds must be positive, not 0",
         ),
         ([Assistant(id="a", name="A", graph="x")], "Assistant 'a': graph must be a function"),  # type: ignore[arg-type]
+        (
+            [Assistant(id="a", name="A", starters="Say hi")],
+            "Assistant 'a': starters must be a list of messages, none blank",
+        ),
+        (
+            [Assistant(id="a", name="A", starters=["Say hi", " "])],
+            "Assistant 'a': starters must be a list of messages, none blank",
+        ),
     ],
 )
 def test_a_definition_that_cannot_run_is_refused_in_one_sentence(

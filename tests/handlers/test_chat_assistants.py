@@ -14,7 +14,12 @@ from tests.support import create_user_with_chat, fetch, in_process_app, token_fo
 # A deployment of three, none of them the demo's: the first is its default.
 TEAM = Assistants(
     [
-        Assistant(id="scribe", name="Scribe", description="Writes things down."),
+        Assistant(
+            id="scribe",
+            name="Scribe",
+            description="Writes things down.",
+            starters=["Take a note", "Read my notes back"],
+        ),
         Assistant(id="critic", name="Critic", description="Finds the holes."),
         Assistant(id="planner", name="Planner"),
     ]
@@ -32,9 +37,14 @@ async def test_every_signed_in_user_lists_the_deployments_assistants(database_ur
     user_id, _ = await create_user_with_chat(database_url)
     async with in_process_app(database_url, assistants=TEAM) as api:
         assert await api.assistants(token_for(user_id)) == [
-            {"id": "scribe", "name": "Scribe", "description": "Writes things down."},
-            {"id": "critic", "name": "Critic", "description": "Finds the holes."},
-            {"id": "planner", "name": "Planner", "description": ""},
+            {
+                "id": "scribe",
+                "name": "Scribe",
+                "description": "Writes things down.",
+                "starters": ["Take a note", "Read my notes back"],
+            },
+            {"id": "critic", "name": "Critic", "description": "Finds the holes.", "starters": []},
+            {"id": "planner", "name": "Planner", "description": "", "starters": []},
         ]
         refused = await api.assistants_response(None)
         assert refused.status_code == 401, refused.text
@@ -84,6 +94,7 @@ async def test_adding_making_default_and_removing_keep_one_default(database_url:
             "id": "critic",
             "name": "Critic",
             "description": "Finds the holes.",
+            "starters": [],
             "isDefault": False,
         }
         again = ok(await api.add_assistant(token, chat_id, assistantId="critic", default=True))

@@ -165,6 +165,8 @@ export interface Assistant {
   id: string;
   name: string;
   description: string;
+  /** Conversation starters: messages a page offers to begin with. */
+  starters: string[];
 }
 
 export interface ChatAssistant extends Assistant {
