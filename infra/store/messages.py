@@ -107,31 +107,55 @@ from public.message m
 where m.id = %s and m.status <> 'completed'
 for update of m
 """)
-FAIL_SQL = """
-update public.message set content = %s, status = 'error', updated_at = now() where id = %s
-"""
+# A reply that ends with tool calls unfinished shows them `stopped`, not running for ever. (No
+# braces in it: CANCEL_SQL goes through `with_statuses`' formatting.)
+STOPPED_CALLS_SQL = """
+case when jsonb_typeof(jsonb_extract_path(m.metadata, 'snapshot', 'progress')) = 'array'
+then jsonb_set(m.metadata, array['snapshot', 'progress'], (
+  select coalesce(jsonb_agg(case when c ->> 'status' = 'pending'
+    then c || jsonb_build_object('status', 'stopped') else c end order by n), '[]'::jsonb)
+  from jsonb_array_elements(jsonb_extract_path(m.metadata, 'snapshot', 'progress'))
+    with ordinality as e(c, n)))
+else m.metadata end"""
+
+
+def _stopping_calls(template: str) -> str:
+    """`template` with `{stopped_calls}` replaced by the metadata of `m` with its unfinished
+    calls stopped."""
+    return template.replace("{stopped_calls}", STOPPED_CALLS_SQL)
+
+
+FAIL_SQL = _stopping_calls("""
+update public.message m
+set content = %s, status = 'error', metadata = {stopped_calls}, updated_at = now()
+where m.id = %s
+""")
 # The message keeps what the user saw: its latest draft, else the text the quick path streamed.
 # (either transport's: see infra/store/drafts.py)
 CANCEL_SQL = with_statuses(
-    with_latest_draft("""
+    with_latest_draft(
+        _stopping_calls("""
 update public.message m
 set content = coalesce((select d.draft_content from {latest_draft} d), m.content),
-    status = 'canceled', updated_at = now()
+    status = 'canceled', metadata = {stopped_calls}, updated_at = now()
 where m.id = %s and m.status in ({live})
-"""),
+""")
+    ),
     live=LIVE_REPLY_STATUSES,
 )
 # A reply whose quick path died keeps the text its draft had shown, followed by `note`, in
 # `error` (its job ended in the same transaction: turns/endings.py).
-INTERRUPT_SQL = with_latest_draft("""
+INTERRUPT_SQL = with_latest_draft(
+    _stopping_calls("""
 update public.message m
 set content = concat_ws(
       E'\n\n', nullif(coalesce((select d.draft_content from {latest_draft} d), m.content), ''),
       %s::text),
-    status = 'error', updated_at = now()
+    status = 'error', metadata = {stopped_calls}, updated_at = now()
 where m.id = any(%s::uuid[]) and m.status = 'streaming'
 returning m.id
 """)
+)
 
 VISIBLE_SQL = "select 1 from public.message where id = %s"
 

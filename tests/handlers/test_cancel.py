@@ -15,6 +15,12 @@ from tests.support import (
     wait_for_row,
 )
 
+# The reply's first tool call, in the progress Realtime subscribers and the history show.
+CALL_STATUS_SQL = (
+    "select 1 from message where role = 'assistant'"
+    " and metadata #>> '{{snapshot,progress,0,status}}' = '{status}'"
+)
+
 
 async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
     database_url: str,
@@ -27,6 +33,7 @@ async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
         assert events[-1][0] == "handoff"
         shown = "".join(data["text"] for name, data in events if name == "token")
         await wait_for_row(database_url, "select 1 from job_runs where status = 'processing'")
+        await wait_for_row(database_url, CALL_STATUS_SQL.format(status="pending"))
 
         # WHEN the user cancels while the tool runs
         response = await stack.cancel(token, chat_id)
@@ -39,6 +46,8 @@ async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
         [message] = await fetch(database_url, "select * from message where role = 'assistant'")
         assert message["status"] == "canceled"
         assert message["content"] == shown
+        # AND its tool call shows as stopped, not as running for ever
+        assert await fetch(database_url, CALL_STATUS_SQL.format(status="stopped"))
         await stack.executor.wait_idle()
         run = stack.handoff_run()
 
@@ -46,6 +55,7 @@ async def test_cancel_during_a_slow_tool_ends_the_message_with_what_was_shown(
     assert not any(name.startswith("model-round") for name in run.attempts)
     [message] = await fetch(database_url, "select * from message where role = 'assistant'")
     assert (message["status"], message["content"]) == ("canceled", shown)
+    assert [c["status"] for c in message["metadata"]["snapshot"]["progress"]] == ["stopped"]
     [job] = await fetch(database_url, "select status from job_runs")
     assert job["status"] == "canceled"
     assert await fetch(database_url, "select * from message_draft") == []
