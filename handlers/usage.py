@@ -17,7 +17,7 @@ from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL
 from infra.settings import ModelPrice
 from infra.store import usage
-from infra.store.access import user_transaction
+from infra.store.access import act_as_service, user_transaction
 from infra.store.chats import require_chat
 from infra.store.ids import ChatId
 from infra.store.usage import ChatModelTally, Tally
@@ -201,6 +201,9 @@ async def get_usage(
         )
         budget = None
         if settings.max_user_daily_tokens is not None:
+            # The budget's own count (handoff.tokens_today), which the Data API roles may not
+            # call: as the service, for this user alone.
+            await act_as_service(conn)
             today = await usage.today(conn, user.id)
             budget = DailyBudget(
                 tokens=settings.max_user_daily_tokens, used=today.tokens, renews_at=today.renews_at

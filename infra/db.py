@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import select
+import time
+import weakref
 from typing import Any, TypeVar
 
 import psycopg
@@ -28,10 +31,25 @@ CONNECTION_KWARGS: dict[str, Any] = {
 }
 
 
-def create_pool(database_url: str, *, max_size: int = 10) -> Pool:
-    """A closed pool; `await pool.open()` before use (it must open inside the running loop)."""
+# A connection back in the pool this recently is handed out again without the probe's round
+# trip, unless its socket has something to read: a server that closed it (a restart, a
+# terminated backend, a pooler recycling it) has sent its FATAL or EOF by then.
+RECENT_S = 1.0
+
+
+def create_pool(database_url: str, *, max_size: int = 10, recent_s: float = RECENT_S) -> Pool:
+    """A closed pool; `await pool.open()` before use (it must open inside the running loop).
+    `recent_s`: how long after its return a quiet connection is handed out unprobed."""
+    # When each idle connection came (back) into the pool, by the event loop's clock.
+    idle_since: weakref.WeakKeyDictionary[Conn, float] = weakref.WeakKeyDictionary()
+
+    async def idle(conn: Conn) -> None:
+        idle_since[conn] = time.monotonic()
 
     async def check(conn: Conn) -> None:
+        since = idle_since.pop(conn, None)
+        if since is not None and time.monotonic() - since < recent_s and _quiet(conn):
+            return
         # A pooled connection can die with its server (restart, failover, pooler recycle);
         # probing on checkout costs one round trip and turns that into a fresh connection, not
         # an error.
@@ -51,10 +69,22 @@ def create_pool(database_url: str, *, max_size: int = 10) -> Pool:
         max_size=max_size,
         kwargs=CONNECTION_KWARGS,
         connection_class=AsyncConnection[DictRow],
+        configure=idle,
+        reset=idle,
         check=check,
         open=False,
     )
     return pool
+
+
+def _quiet(conn: Conn) -> bool:
+    """Whether an idle connection's socket has nothing to read: no error, no EOF, no notice.
+    Where poll(2) is missing, never (the probe decides)."""
+    if conn.closed or not hasattr(select, "poll"):
+        return False
+    poller = select.poll()
+    poller.register(conn.pgconn.socket, select.POLLIN)
+    return not poller.poll(0)
 
 
 async def fetch_rows(

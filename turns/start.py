@@ -29,9 +29,9 @@ from typing import Literal
 
 from infra import telemetry
 from infra.db import Conn, Pool
-from infra.store import admission, erased_turns, limits, messages, slots, steers
+from infra.events import HANDOFF_EVENT
+from infra.store import admission, messages, slots, steers
 from infra.store.access import Claims, act_as_service
-from infra.store.chats import ChatNotFound
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.jobs import CanceledJob, JobAlreadyActive
 from infra.store.limits import TurnLimits
@@ -69,10 +69,9 @@ async def start_turn(
     """Store the user's message and take the chat's slot, or wait for it, as `strategy` says.
 
     A turn that takes the slot also gets its reply, `streaming`, which the quick path's draft
-    fills and which the quick path, its lease's expiry or a cancel ends. The common case costs
-    three statements more than storing the message: the user's limits (infra/store/limits.py),
-    the slot, which is free, and the reply; a daily token budget, when set, one more. Past a
-    limit, nothing is stored.
+    fills and which the quick path, its lease's expiry or a cancel ends. The common case, a
+    free slot, is one statement (`handoff.start_turn`, infra/store/admission.py): the user's
+    limits, the slot, the message and the reply. Past a limit, nothing is stored.
 
     `others`: the turns of the further assistants the message addresses, each taking its own
     slot for the background to run whole (`queued`; by `strategy` when it is taken, `steer`
@@ -93,51 +92,59 @@ async def _start(
     turn_limits: TurnLimits,
     others: Sequence[Turn],
 ) -> Slot:
-    assert turn.user_message_id is not None
-    assert turn.content is not None
-    request = _request(turn)
-    addressees = [turn.assistant_id, *(o.assistant_id for o in others)]
+    admitted = _admission(turn, strategy, turn_limits, others)
+    if not others:
+        # The common case, a free slot, is one statement, its own transaction. A slot found
+        # taken stores nothing: the turn contends for it in a transaction, from the start.
+        try:
+            async with pool.connection() as conn:
+                await admission.start(conn, admitted, slot_taken_aborts=True)
+            return Slot(queued=False)
+        except admission.SlotTaken:
+            pass
     async with pool.connection() as conn, conn.transaction():
-        await limits.admit(
-            conn, turn.user_id, "turns", limit=turn_limits.per_minute, count=len(addressees)
-        )
-        if turn_limits.daily_tokens is not None:
-            await limits.check_daily_tokens(conn, turn.user_id, budget=turn_limits.daily_tokens)
-        took = await slots.take_slot(conn, request)
-        erased_running = await erased_turns.running(
-            conn, turn.user_id, lease_s=turn_limits.lease_s, job_lease_s=turn_limits.job_lease_s
-        )
         # Unless the chat is the sender's or they are a member of it, all of this rolls back.
-        stored = await admission.store_user_message(
-            conn,
-            chat_id=turn.chat_id,
-            assistant_id=turn.assistant_id,
-            message_id=turn.user_message_id,
-            content=turn.content,
-            user_id=turn.user_id,
-            job_key=turn.job_key,
-            limits=turn_limits,
-            # The jobs this message cancels do not count; nor does one it joins (`steer`), as
-            # the message adds no turn there.
-            replaced=_replaced(strategy, addressees),
-            addressees=addressees,
-            stored=turn.edit is not None and turn.edit.regenerate,
-            erased_running=erased_running,
-        )
-        if not stored:
-            raise ChatNotFound(turn.chat_id)
         slot = Slot(queued=False)
-        if not took:
+        if not await admission.start(conn, admitted):
             slot = await _contend(conn, turn, strategy, turn_limits.lease_s)
-        if slot.steered is None:
-            await _insert_reply(conn, turn, "queued" if slot.queued else "streaming")
-            if slot.queued:
-                await slots.wait_for_slot(conn, request, turn.waiting().to_data())
+            if slot.steered is None:
+                await _insert_reply(conn, turn, "queued" if slot.queued else "streaming")
+                if slot.queued:
+                    await slots.wait_for_slot(conn, _request(turn), turn.waiting().to_data())
         interrupted = {}
         for other in others:
             if canceled := await _start_other(conn, other, strategy, turn_limits.lease_s):
                 interrupted[other.assistant_id] = canceled
         return replace(slot, others_interrupted=interrupted)
+
+
+def _admission(
+    turn: Turn, strategy: Strategy, turn_limits: TurnLimits, others: Sequence[Turn]
+) -> admission.Admission:
+    """What `handoff.start_turn` admits for `turn`: its message, its slot, its reply."""
+    assert turn.user_message_id is not None
+    assert turn.content is not None
+    addressees = [turn.assistant_id, *(o.assistant_id for o in others)]
+    return admission.Admission(
+        chat_id=turn.chat_id,
+        user_id=turn.user_id,
+        assistant_id=turn.assistant_id,
+        message_id=turn.user_message_id,
+        content=turn.content,
+        # A message to several assistants records them all, in mention order.
+        metadata={"addressedTo": addressees} if len(addressees) > 1 else {},
+        limits=turn_limits,
+        addressees=len(addressees),
+        # The jobs this message cancels do not count; nor does one it joins (`steer`), as the
+        # message adds no turn there.
+        replaced=_replaced(strategy, addressees),
+        stored=turn.edit is not None and turn.edit.regenerate,
+        job_key=turn.job_key,
+        run_id=turn.run_id,
+        event=HANDOFF_EVENT,
+        reply_id=turn.reply_id,
+        reply_metadata=reply_metadata(turn),
+    )
 
 
 async def post_to_chat(
@@ -152,20 +159,18 @@ async def post_to_chat(
     """Store a message posted to a shared chat that names no assistant: no turn, no reply. It
     counts against the sender's messages per minute as a turn does; ChatNotFound unless the
     chat is the sender's or they are a member of it."""
-    async with pool.connection() as conn, conn.transaction():
-        await limits.admit(conn, user_id, "turns", limit=turn_limits.per_minute, count=1)
-        stored = await admission.store_user_message(
-            conn,
-            chat_id=chat_id,
-            assistant_id=admission.TO_CHAT,
-            message_id=message_id,
-            content=content,
-            user_id=user_id,
-            job_key="",
-            limits=turn_limits,
-        )
-        if not stored:
-            raise ChatNotFound(chat_id)
+    posted = admission.Admission(
+        chat_id=chat_id,
+        user_id=user_id,
+        assistant_id=admission.TO_CHAT,
+        message_id=message_id,
+        content=content,
+        metadata={"addressedTo": []},
+        limits=turn_limits,
+        addressees=0,
+    )
+    async with pool.connection() as conn:
+        await admission.start(conn, posted)
 
 
 def _request(turn: Turn) -> SlotRequest:

@@ -12,39 +12,38 @@
   ran counts until its run stops (infra/store/erased_turns.py). Counted by the statement that
   stores the user's message (infra/store/admission.py).
 
-`admit` comes first in the transaction that stores the message or the chat. It takes the user's
-row of `handoff.user_limits`, which makes the other requests of that user wait until this
+`handoff.admit` (migration 0025) comes first in the transaction that stores the message or the chat:
+`admit` below for a chat, `handoff.start_turn` for a message (infra/store/admission.py). It takes
+the user's row of `handoff.user_limits`, which makes the other requests of that user wait until this
 transaction ends, and adds this request's time only while fewer than the limit are within the
-window. So two requests sent together cannot both pass on the same count: the second one
-reads the first one's row once the first has committed, and under READ COMMITTED its later
-statements see the first one's job too. A request past a limit raises, and its transaction rolls
-back: nothing of it is stored, its time included. On the common path the limits cost one
-statement.
+window. So two requests sent together cannot both pass on the same count: the second one reads the
+first one's row once the first has committed, and under READ COMMITTED its later statements see the
+first one's job too. A request past a limit raises, and its transaction rolls back: nothing of it is
+stored, its time included. A turn's limits cost no statement of their own: they are part of the one
+that starts it.
 
 The times live outside the Data API: a user cannot make room by deleting their own messages or
 chats. Nor can they create a chat there (migration 0017): only the API's, counted here, exist.
 
-- **Daily tokens** (`MAX_USER_DAILY_TOKENS`, unset: none): the input and output tokens of the
-  user's replies recorded since midnight UTC, summed from `public.reply_usage`
-  (infra/store/usage.py) by `check_daily_tokens`, one index-only range over the user's rows of
-  today, after `admit` in the same transaction. Those rows, too, are out of the user's reach:
-  they read them but cannot edit or delete them, and deleting messages or chats leaves them. A
-  turn's tokens are known only as its model rounds are stored, so the check counts the turns
-  that have stored a round; the turns still running when the budget is reached finish, and the
-  day's total may pass the budget by what they use (at most MAX_ACTIVE_TURNS_PER_USER turns).
+- **Daily tokens** (`MAX_USER_DAILY_TOKENS`, unset: none): the input and output tokens of the user's
+  replies recorded since midnight UTC, summed from `public.reply_usage` (infra/store/usage.py) by
+  `handoff.tokens_today`, one index-only range over the user's rows of today, which
+  `handoff.start_turn` asks after the turns per minute. Those rows, too, are out of the user's
+  reach: they read them but cannot edit or delete them, and deleting messages or chats leaves them.
+  A turn's tokens are known only as its model rounds are stored, so the check counts the turns that
+  have stored a round; the turns still running when the budget is reached finish, and the day's
+  total may pass the budget by what they use (at most MAX_ACTIVE_TURNS_PER_USER turns).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Literal
 
-from psycopg import errors, sql
+from psycopg import errors
 
 from infra.db import Conn
-from infra.store import usage
 from infra.store.chats import UnknownUser
 from infra.store.ids import UserId
 
@@ -54,35 +53,11 @@ ACTIVE_TURNS_RETRY_S = 5
 
 Counted = Literal["turns", "chats"]
 
-# Keeps the newest `limit - count` times of the window and adds `count` of this one; changes
-# nothing, but still locks the row, when fewer than `count` more fit. On conflict, `l` is the
-# row's latest version, committed after this statement began or not.
-ADMIT_SQL = """
-insert into handoff.user_limits as l (user_id, {column})
-select %(user_id)s, array_fill(statement_timestamp(), array[%(count)s::int])
-where %(count)s <= %(limit)s
-on conflict (user_id) do update
-set {column} = array(
-      select t from unnest(l.{column}) t
-      where t > statement_timestamp() - make_interval(secs => %(window_s)s)
-      order by t desc
-      limit %(limit)s - %(count)s
-    ) || array_fill(statement_timestamp(), array[%(count)s::int])
-where (
-  select count(*) from unnest(l.{column}) t
-  where t > statement_timestamp() - make_interval(secs => %(window_s)s)
-) + %(count)s <= %(limit)s
-returning 1
-"""
-# After a refusal, with the row locked: the time whose leaving the window makes room for
-# `count` more (the `limit - count + 1`-th newest).
-FREES_AT_SQL = """
-select t + make_interval(secs => %(window_s)s) as frees_at, statement_timestamp() as now
-from handoff.user_limits l, unnest(l.{column}) t
-where l.user_id = %(user_id)s and t > statement_timestamp() - make_interval(secs => %(window_s)s)
-order by t desc
-offset greatest(%(limit)s - %(count)s, 0) limit 1
-"""
+# handoff.admit (migration 0025) takes the user's row, then keeps the newest `limit - count`
+# times of the window and adds `count` of now; it changes nothing, but still locks the row, when
+# fewer than `count` more fit, and returns the seconds until the time whose leaving the window
+# makes room for them. handoff.start_turn calls it for turns (infra/store/admission.py).
+ADMIT_SQL = "select handoff.admit(%s, %s, %s, %s, %s) as wait_s"
 
 
 @dataclass(frozen=True)
@@ -129,31 +104,16 @@ REFUSALS: dict[Counted, type[LimitReached]] = {"turns": TooManyTurns, "chats": T
 async def admit(
     conn: Conn, user_id: UserId, counted: Counted, *, limit: int, count: int = 1
 ) -> None:
-    """Count `count` more of the user's turns (a message to several assistants starts one per
-    reply) or chats within the last minute, in `conn`'s transaction, as the service;
-    TooManyTurns or TooManyChats when they would pass `limit`. Until the transaction ends, the
-    user's other requests wait here: call it first."""
-    column = sql.Identifier(counted)
-    params = {"user_id": user_id, "window_s": WINDOW_S, "limit": limit, "count": count}
+    """Count `count` more of the user's turns or chats within the last minute, in `conn`'s
+    transaction, as the service; TooManyTurns or TooManyChats when they would pass `limit`.
+    Until the transaction ends, the user's other requests wait here: call it first. (A turn's
+    start counts its turns itself, in the same function: infra/store/admission.py.)"""
     try:
-        admitted = await conn.execute(sql.SQL(ADMIT_SQL).format(column=column), params)
+        row = await (
+            await conn.execute(ADMIT_SQL, (user_id, counted, limit, count, WINDOW_S))
+        ).fetchone()
     except errors.ForeignKeyViolation as exc:
         raise UnknownUser from exc
-    if await admitted.fetchone() is not None:
+    if row is None or row["wait_s"] is None:
         return
-    row = await (await conn.execute(sql.SQL(FREES_AT_SQL).format(column=column), params)).fetchone()
-    retry_after_s = seconds_until(row["frees_at"], row["now"]) if row else 1
-    raise REFUSALS[counted](retry_after_s)
-
-
-async def check_daily_tokens(conn: Conn, user_id: UserId, *, budget: int) -> None:
-    """TokenBudgetSpent once the user's replies of today (UTC) used `budget` tokens. Call it
-    after `admit`, in its transaction: the user's other requests wait for this one."""
-    today = await usage.today(conn, user_id)
-    if today.tokens >= budget:
-        raise TokenBudgetSpent(seconds_until(today.renews_at, today.now))
-
-
-def seconds_until(moment: datetime, now: datetime) -> int:
-    """Whole seconds from `now` until `moment` (at least 1): a Retry-After."""
-    return max(1, math.ceil((moment - now).total_seconds()))
+    raise REFUSALS[counted](max(1, math.ceil(row["wait_s"])))

@@ -17,21 +17,14 @@ from infra.events import HANDOFF_EVENT, TurnPayload
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.statuses import SLOT_STATUSES, with_statuses
 
-# Waits for a concurrent taker to commit, then takes the slot or finds it taken. Runs before
-# the chat is known to be the caller's: if it is not, the transaction rolls this back.
-TAKE_SLOT_SQL = with_statuses(
-    """
-insert into public.job_runs
-  (chat_id, assistant_id, root_message_id, status, kind, event_name, idempotency_key, run_id,
-   payload, sender_id)
-select %(chat_id)s, %(assistant_id)s, %(reply_id)s, 'processing', 'quick', %(event)s, %(job_key)s,
-       %(run_id)s, '{{}}'::jsonb, %(sender_id)s
-where exists (select 1 from public.chat where id = %(chat_id)s)
-on conflict (chat_id, assistant_id) where status in ({slot}) do nothing
-returning id
-""",
-    slot=SLOT_STATUSES,
-)
+# Waits for a concurrent taker to commit, then takes the slot or finds it taken (migration 0025,
+# which handoff.start_turn calls too). Runs before the chat is known to be the caller's: if it
+# is not, the transaction rolls this back.
+TAKE_SLOT_SQL = """
+select handoff.take_slot(
+  %(chat_id)s, %(assistant_id)s, %(reply_id)s, %(event)s, %(job_key)s, %(run_id)s, %(sender_id)s
+) as took
+"""
 # A turn the background runs whole: `waiting` behind the active job (no slot: promotion queues
 # it), or `queued` in a free slot, as a further assistant a message addresses; like
 # TAKE_SLOT_SQL, finds the slot taken or takes it.
@@ -63,7 +56,8 @@ class SlotRequest:
 
 async def take_slot(conn: Conn, turn: SlotRequest) -> bool:
     params = {**asdict(turn), "event": HANDOFF_EVENT}
-    return await (await conn.execute(TAKE_SLOT_SQL, params)).fetchone() is not None
+    row = await (await conn.execute(TAKE_SLOT_SQL, params)).fetchone()
+    return row is not None and bool(row["took"])
 
 
 async def queue_turn(conn: Conn, turn: SlotRequest, payload: TurnPayload) -> bool:

@@ -80,16 +80,9 @@ group by u.user_id, a.email, u.model
 order by a.email nulls last, u.user_id, u.model nulls last
 """
 # A user's tokens of today (UTC), and when today ends: what the daily budget counts.
-TODAY_SQL = """
-with today as (
-  select date_trunc('day', statement_timestamp() at time zone 'UTC') at time zone 'UTC' as starts
-)
-select coalesce(sum(u.input_tokens + u.output_tokens), 0)::bigint as tokens,
-       (select starts + interval '1 day' from today) as renews_at,
-       statement_timestamp() as now
-from public.reply_usage u
-where u.user_id = %(user_id)s and u.created_at >= (select starts from today)
-"""
+# The user's tokens of today (UTC) and when the day renews (migration 0025): the same function
+# checks the daily budget as a turn starts (infra/store/admission.py).
+TODAY_SQL = "select tokens, renews_at, now from handoff.tokens_today(%(user_id)s)"
 
 
 @dataclass(frozen=True)
@@ -203,9 +196,10 @@ async def by_user(
 
 
 async def today(conn: Conn, user_id: UserId) -> Today:
-    """The user's tokens of today (UTC), by the database's clock."""
+    """The user's tokens of today (UTC), by the database's clock, as the daily budget counts
+    them; as the service (`conn` must act as it)."""
     row = await (await conn.execute(TODAY_SQL, {"user_id": user_id})).fetchone()
-    assert row is not None  # an aggregate without GROUP BY has one row
+    assert row is not None  # the function's aggregate has one row
     return Today(int(row["tokens"]), row["renews_at"], row["now"])
 
 

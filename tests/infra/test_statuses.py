@@ -31,6 +31,9 @@ POLICIES_SQL = """
 select policyname, qual, with_check from pg_policies
 where schemaname = 'public' and tablename = 'active_branch' and permissive = 'RESTRICTIVE'
 """
+START_TURN_SIGNATURE = """handoff.start_turn(uuid, uuid, text, uuid, text, jsonb, boolean, integer,
+integer, text[], integer, integer, integer, bigint, double precision, double precision, text, text,
+text, uuid, jsonb, boolean)"""
 SETS_SQL = "select handoff.slot_statuses() as slot, handoff.unfinished_statuses() as unfinished"
 
 
@@ -82,6 +85,20 @@ async def test_a_job_leaving_the_slot_promotes_the_next(database_url: str) -> No
     assert quoted(entered) == set(JOB_ENDED_STATUSES)
     body = await definition(database_url, FUNCTION_SQL, "handoff.promote_waiting_turn()")
     assert "handoff.slot_statuses()" in body
+
+
+async def test_taking_a_slot_repeats_the_slots_index(database_url: str) -> None:
+    # `on conflict ... where` names the partial unique index by repeating its predicate.
+    signature = "handoff.take_slot(uuid, text, uuid, text, text, text, uuid)"
+    body = await definition(database_url, FUNCTION_SQL, signature)
+    [listed] = re.findall(
+        r"on conflict \(chat_id, assistant_id\) where status in \(([^)]*)\)", body
+    )
+    assert set(re.findall(r"'([a-z_]+)'", listed)) == set(SLOT_STATUSES)
+    start = await definition(database_url, FUNCTION_SQL, START_TURN_SIGNATURE)
+    assert "handoff.take_slot(" in start
+    assert "handoff.unfinished_statuses()" in start
+    assert "handoff.slot_statuses()" in start
 
 
 async def test_the_databases_set_functions_are_the_python_sets(database_url: str) -> None:

@@ -12,8 +12,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from infra.db import create_pool
 from tests.pg_servers import RestartablePostgres, StopMode, pgbouncer_binary, restartable_postgres
 from tests.reliability.db_fault_scenarios import Observed, pgbouncer_run, postgres_restart_run
+from tests.support import fetch
 
 TOOL_TURN = [HumanMessage, AIMessage, ToolMessage, AIMessage]
+TERMINATE_SQL = "select pg_terminate_backend(%s, 10000) as ok"
 
 
 @pytest.fixture(scope="module")
@@ -82,6 +84,30 @@ async def test_pool_replaces_every_dead_idle_connection_at_once(
         async with pool.connection() as conn:
             await conn.execute("select 1")
         assert time.monotonic() - started < 2
+    finally:
+        await pool.close()
+
+
+async def test_a_connection_the_server_closed_right_after_its_return_is_not_handed_out(
+    database_url: str,
+) -> None:
+    # GIVEN a pool of one connection, which came back just now, so recently that a checkout skips
+    # the probe's round trip while the connection stays quiet
+    pool = create_pool(database_url, max_size=1, recent_s=60)
+    await pool.open()
+    try:
+        async with pool.connection() as conn:
+            before = await (await conn.execute("select pg_backend_pid() as pid")).fetchone()
+        assert before is not None
+        # WHEN the server ends its backend (as a restart, a failover or a pooler's recycle does)
+        # (and waits, up to 10 s, until it has gone)
+        [ended] = await fetch(database_url, TERMINATE_SQL, before["pid"])
+        assert ended["ok"]
+        # THEN the next checkout gets a live connection, not the dead one
+        async with pool.connection() as conn:
+            after = await (await conn.execute("select pg_backend_pid() as pid")).fetchone()
+        assert after is not None
+        assert after["pid"] != before["pid"]
     finally:
         await pool.close()
 
