@@ -85,7 +85,7 @@ async def chat(
                     screen.line("\n" + await asyncio.shield(cancel_turn(session)))
                     raise
         except ChatFailed as exc:
-            screen.line("")
+            screen.end_line()  # after text streamed before the failure, not on an empty screen
             print(f"handoff chat: {exc}", file=sys.stderr)
             return 1
     text = final["content"]

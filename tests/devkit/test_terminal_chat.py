@@ -170,9 +170,11 @@ async def test_an_assistant_asked_by_id_answers_under_its_name(
     assert reply["assistant_id"] == "calculator"
     assert "You are Calculator." in reply["content"]
     assert chat.out == "Calculator: " + reply["content"] + "\n"
-    # AND an id no assistant has is refused in one line, nothing stored
+    # AND an id no assistant has is refused in one line naming it, with nothing on stdout (no
+    # empty line before it), nothing stored
     unknown = await handoff_chat(dev, "hello", "--assistant", "nobody")
-    assert (unknown.status, unknown.err) == (1, "handoff chat: No such assistant.\n")
+    assert (unknown.status, unknown.out) == (1, "")
+    assert unknown.err == "handoff chat: No such assistant: nobody.\n"
     assert len(await fetch(logical_database_url, "select id from message")) == 2
 
 
