@@ -33,7 +33,7 @@ from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, sock
 from devkit.timeline import Timeline
 from infra.db import connect
 from infra.events import HANDOFF_EVENT
-from infra.migrate import migrate
+from infra.migrate import applied_text, migrate
 from infra.settings import Settings
 from infra.store import chats
 from infra.store.access import Claims
@@ -168,7 +168,7 @@ async def dev_server(
     assert settings.database_url
     assert settings.supabase_jwt_secret
     applied = await migrate(settings.database_url, assistants)
-    print(f"migrations: {len(applied)} applied", flush=True)
+    print(f"migrations: {applied_text(applied)}", flush=True)
     await seed_demo(settings.database_url)
     await warn_without_logical_decoding(settings.database_url)
 
