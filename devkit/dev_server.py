@@ -50,13 +50,13 @@ ANON_KEY_ISSUED = 1_767_225_600  # 2026-01-01: fixed, so that a secret always si
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def mint_dev_token(secret: str, user_id: UserId, audience: str) -> str:
+def mint_dev_token(secret: str, user_id: uuid.UUID, audience: str, email: str = DEMO_EMAIL) -> str:
     now = int(time.time())
     claims = {
         "sub": str(user_id),
         "aud": audience,
         "role": "authenticated",
-        "email": DEMO_EMAIL,
+        "email": email,
         "iat": now,
         "exp": now + DEV_TOKEN_TTL_SECONDS,
     }
@@ -182,8 +182,8 @@ async def dev_server(
     quiet_stop()
     secret = settings.supabase_jwt_secret.get_secret_value()
 
-    def mint() -> str:
-        return mint_dev_token(secret, DEMO_USER_ID, settings.jwt_audience)
+    def mint(user_id: uuid.UUID = DEMO_USER_ID, email: str = DEMO_EMAIL) -> str:
+        return mint_dev_token(secret, user_id, settings.jwt_audience, email)
 
     session = DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint, dev_anon_key(secret))
     install_dev_routes(app, session, traces)
