@@ -62,7 +62,16 @@ def command_line() -> argparse.ArgumentParser:
         help="print the chat (senders, stale replies and their replacements) and answer an"
         " edit's cascade card, instead of sending a message",
     )
-    chat.add_argument("--chat", type=uuid.UUID, help="chat id (default: the demo chat)")
+    chat.add_argument(
+        "--chat", type=uuid.UUID, help="chat id (default: the demo chat, or --as's own chat)"
+    )
+    chat.add_argument(
+        "--as",
+        dest="as_email",
+        metavar="EMAIL",
+        help="act as this local user instead of the demo user (made on first use, with a chat"
+        " of their own): a second person in a shared chat",
+    )
     chat.add_argument("--url", default="http://127.0.0.1:8000", help="the dev server")
     chat.add_argument(
         "--assistant",
@@ -96,7 +105,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         if args.message is None and not args.history:
             parser.error("chat: a message to send, or --history")
-        sys.exit(terminal_chat.run(args.url, args.message, args.chat, args.assistant, args.history))
+        sys.exit(
+            terminal_chat.run(
+                args.url, args.message, args.chat, args.assistant, args.history, args.as_email
+            )
+        )
     from infra.logs import configure_logging
     from infra.settings import Settings
 

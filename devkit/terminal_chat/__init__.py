@@ -62,12 +62,13 @@ async def chat(
     assistant_id: str | None,
     screen: Screen,
     ask: Ask | None,
+    as_email: str | None = None,
 ) -> int:
     """One turn; the exit status (0 when the answer completed)."""
     timeout = httpx.Timeout(30, read=None)  # streams stay quiet while tools run
     async with httpx.AsyncClient(base_url=origin, timeout=timeout) as http:
         try:
-            session = await Session.open(http, chat_id, assistant_id)
+            session = await Session.open(http, chat_id, assistant_id, as_email)
             async with message_changes(session, unavailable(screen)) as changes:
                 shown, handed_off = await stream_turn(
                     session, content, shown_on(screen), labelled(screen, session)
@@ -95,11 +96,13 @@ async def chat(
     return 0 if final["status"] == "completed" else 1
 
 
-async def history(origin: str, chat_id: UUID | None, screen: Screen, ask: Ask | None) -> int:
+async def history(
+    origin: str, chat_id: UUID | None, screen: Screen, ask: Ask | None, as_email: str | None
+) -> int:
     """`--history`: the chat as it stands, and the cascade cards waiting in it."""
     async with httpx.AsyncClient(base_url=origin, timeout=httpx.Timeout(30)) as http:
         try:
-            return await show(await Session.open(http, chat_id), screen, ask)
+            return await show(await Session.open(http, chat_id, None, as_email), screen, ask)
         except ChatFailed as exc:
             print(f"handoff chat: {exc}", file=sys.stderr)
             return 1
@@ -132,6 +135,7 @@ def run(
     chat_id: UUID | None,
     assistant_id: str | None = None,
     show_history: bool = False,
+    as_email: str | None = None,
 ) -> int:
     # supabase-py's realtime client logs a lost socket as an error; here it is handled (the
     # history is polled, or the one line says the server went away), so not printed.
@@ -141,9 +145,9 @@ def run(
     ask = ask_terminal if sys.stdin.isatty() else None
     try:
         if show_history:
-            return asyncio.run(history(origin, chat_id, screen, ask))
+            return asyncio.run(history(origin, chat_id, screen, ask, as_email))
         assert content is not None  # the command line asks for one without --history
-        turn = chat(origin, content, chat_id, assistant_id, screen, ask)
+        turn = chat(origin, content, chat_id, assistant_id, screen, ask, as_email)
         return asyncio.run(spinning(screen, turn))
     except KeyboardInterrupt:
         return 130

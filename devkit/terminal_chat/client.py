@@ -54,14 +54,23 @@ class Session:
 
     @classmethod
     async def open(
-        cls, http: httpx.AsyncClient, chat: UUID | None, assistant_id: str | None = None
+        cls,
+        http: httpx.AsyncClient,
+        chat: UUID | None,
+        assistant_id: str | None = None,
+        as_email: str | None = None,
     ) -> Session:
+        """The demo user's session, or with `as_email` that local user's (their own chat by
+        default)."""
+        params = {"as": as_email} if as_email is not None else {}
         try:
-            response = await http.get("/api/dev/session")
+            response = await http.get("/api/dev/session", params=params)
         except httpx.TransportError as exc:
             raise ChatFailed(
                 f"no Handoff dev server at {http.base_url}: start one with `handoff dev`"
             ) from exc
+        if response.status_code == 422:  # `--as` names no e-mail address
+            raise ChatFailed(error_text(response))
         if response.status_code != 200:
             raise ChatFailed(f"{http.base_url} is not a `handoff dev` server")
         body = response.json()

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from devkit.dev_home import DevHome
+from devkit.dev_routes import BAD_EMAIL
 from devkit.dev_server import DEMO_CHAT_ID
 from devkit.terminal_chat import POSTED
 from tests.dev_server import HANDOFF, dev_servers, handoff_dev, start_handoff_dev
@@ -203,6 +204,42 @@ async def test_in_a_shared_chat_a_message_to_nobody_is_posted_and_says_so(
     assert chat.out == POSTED + "\n"
     rows = await fetch(logical_database_url, "select role, content from message")
     assert [(r["role"], r["content"]) for r in rows] == [("user", "hello everyone")]
+
+
+async def test_as_a_second_local_person_in_a_shared_chat(
+    dev: str, logical_database_url: str
+) -> None:
+    # GIVEN Bob, signed in once from the terminal: made on first use, his own chat still empty
+    first = await handoff_chat(dev, "--as", "bob@example.com", "--history")
+    assert (first.status, first.out, first.err) == (0, "", "")
+    # AND the demo user shares the demo chat with him, by his e-mail
+    async with httpx.AsyncClient(base_url=dev) as http:
+        session = (await http.get("/api/dev/session")).json()
+        added = await http.post(
+            f"/api/chats/{session['chatId']}/members",
+            json={"email": "bob@example.com"},
+            headers={"Authorization": f"Bearer {session['token']}"},
+        )
+        assert added.status_code == 201, added.text
+    # WHEN Bob writes in it from the terminal
+    chat = str(DEMO_CHAT_ID)
+    said = await handoff_chat(dev, "--as", "bob@example.com", "--chat", chat, "@default hi, Bob")
+    assert said.status == 0, said.err
+    # THEN the message is his, and each of them sees who wrote it
+    [sent] = await fetch(
+        logical_database_url,
+        "select u.email from message m join auth.users u on u.id = m.sender_id"
+        " where m.role = 'user'",
+    )
+    assert sent["email"] == "bob@example.com"
+    bobs = await handoff_chat(dev, "--as", "bob@example.com", "--chat", chat, "--history")
+    demos = await handoff_chat(dev, "--history")
+    assert " You: @default hi, Bob" in bobs.out, bobs.out
+    assert " bob@example.com: @default hi, Bob" in demos.out, demos.out
+    # AND what is no e-mail is refused in one line, on stderr alone
+    refused = await handoff_chat(dev, "--as", "bob", "hello")
+    assert (refused.status, refused.out) == (1, "")
+    assert refused.err == f"handoff chat: {BAD_EMAIL}\n"
 
 
 async def test_approval_is_asked_for_and_can_come_from_elsewhere(
