@@ -179,6 +179,72 @@ async def test_an_assistant_asked_by_id_answers_under_its_name(
     assert len(await fetch(logical_database_url, "select id from message")) == 2
 
 
+# A deployment's own assistants, two of them: both with a tool that takes its time (BOTH_SLOW:
+# the other reply may end while the first is followed), or the first without (QUICK_FIRST: the
+# first answers at once, and the other is followed in the background after it).
+PAIR_OF_ASSISTANTS = """
+from agent.assistants import Assistant
+from demo.tools import sleep
+
+BETA = Assistant(id="beta", name="Beta", instructions="You are Beta.", tools=[sleep])
+BOTH_SLOW = [
+    Assistant(id="alpha", name="Alpha", instructions="You are Alpha.", tools=[sleep]),
+    BETA,
+]
+QUICK_FIRST = [Assistant(id="alpha", name="Alpha", instructions="You are Alpha."), BETA]
+"""
+
+
+@pytest.mark.parametrize("deployment", ["BOTH_SLOW", "QUICK_FIRST"])
+async def test_a_message_to_two_assistants_shows_both_replies_to_their_end(
+    logical_database_url: str, tmp_path: Path, deployment: str
+) -> None:
+    (tmp_path / "pair_of_assistants.py").write_text(PAIR_OF_ASSISTANTS)
+    async with dev_servers() as started:
+        server = await start_handoff_dev(
+            logical_database_url,
+            tmp_path / "dev",
+            ASSISTANTS=f"pair_of_assistants:{deployment}",
+            PYTHONPATH=str(tmp_path),
+            SCRIPTED_TOKEN_DELAY_MS="5",
+        )
+        started.append(server)
+        # GIVEN both in the demo chat
+        async with httpx.AsyncClient(base_url=server.origin) as http:
+            session = (await http.get("/api/dev/session")).json()
+            added = await http.post(
+                f"/api/chats/{session['chatId']}/assistants",
+                json={"assistantId": "beta"},
+                headers={"Authorization": f"Bearer {session['token']}"},
+            )
+            assert added.status_code == 200, added.text
+        # WHEN a message names both, and each goes on in the background with its tool
+        chat = await handoff_chat(server.origin, "@alpha @beta hi\n/sleep 1")
+        await server.stop()
+    assert chat.status == 0, chat.err
+    replies = {
+        r["assistant_id"]: r
+        for r in await fetch(
+            logical_database_url,
+            "select assistant_id, content, status from message where role = 'assistant'",
+        )
+    }
+    assert {a: r["status"] for a, r in replies.items()} == {
+        "alpha": "completed",
+        "beta": "completed",
+    }
+    # THEN the first streams under its name, then the other, under its own, each to its end
+    out = chat.out
+    assert out.startswith("Alpha: "), out
+    alpha_end = out.index(replies["alpha"]["content"].rsplit("\n", 1)[-1])
+    beta_at = out.index("\nBeta:") + 1
+    assert "You are Alpha." in replies["alpha"]["content"]
+    assert alpha_end < beta_at, out
+    assert replies["beta"]["content"].rsplit("\n", 1)[-1] in out[beta_at:], out
+    assert "You are Beta." in out[beta_at:], out
+    assert "You are Beta." not in out[:beta_at], out
+
+
 async def test_in_a_shared_chat_a_message_to_nobody_is_posted_and_says_so(
     dev: str, logical_database_url: str
 ) -> None:
