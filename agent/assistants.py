@@ -25,7 +25,11 @@ class AssistantDefinitionError(ValueError):
 
 
 class UnknownAssistant(LookupError):
-    """No assistant of this deployment has the id asked for."""
+    """No assistant of this deployment has the id asked for (`assistant_id`)."""
+
+    def __init__(self, assistant_id: str) -> None:
+        super().__init__(assistant_id)
+        self.assistant_id = assistant_id
 
 
 @dataclass(frozen=True)

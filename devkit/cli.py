@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
     from infra.settings import ModelPrice
@@ -54,21 +54,7 @@ def command_line() -> argparse.ArgumentParser:
     )
     prune.add_argument("--days", type=positive, help="older than N days (default: RETENTION_DAYS)")
     prune.add_argument("--dry-run", action="store_true", help="count what would go, delete nothing")
-    chat = commands.add_parser("chat", help="send a message to a running `handoff dev`")
-    chat.add_argument("message", nargs="?")
-    chat.add_argument(
-        "--history",
-        action="store_true",
-        help="print the chat (senders, stale replies and their replacements) and answer an"
-        " edit's cascade card, instead of sending a message",
-    )
-    chat.add_argument("--chat", type=uuid.UUID, help="chat id (default: the demo chat)")
-    chat.add_argument("--url", default="http://127.0.0.1:8000", help="the dev server")
-    chat.add_argument(
-        "--assistant",
-        metavar="ID",
-        help="the assistant to ask (default: the chat's, or whom the message @-mentions)",
-    )
+    add_chat_command(commands)
     package = commands.add_parser("package", help="build the Lambda zips serverless.yml deploys")
     package.add_argument("--out", type=Path, default=PROJECT_ROOT / "dist")
     package.add_argument("--uv", default=shutil.which("uv"), help="uv binary (default: on PATH)")
@@ -82,6 +68,34 @@ def command_line() -> argparse.ArgumentParser:
     return parser
 
 
+def add_chat_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`handoff chat` and its options."""
+    chat = commands.add_parser("chat", help="send a message to a running `handoff dev`")
+    chat.add_argument("message", nargs="?")
+    chat.add_argument(
+        "--history",
+        action="store_true",
+        help="print the chat (senders, stale replies and their replacements) and answer an"
+        " edit's cascade card, instead of sending a message",
+    )
+    chat.add_argument(
+        "--chat", type=uuid.UUID, help="chat id (default: the demo chat, or --as's own chat)"
+    )
+    chat.add_argument(
+        "--as",
+        dest="as_email",
+        metavar="EMAIL",
+        help="act as this local user instead of the demo user (made on first use, with a chat"
+        " of their own): a second person in a shared chat",
+    )
+    chat.add_argument("--url", default="http://127.0.0.1:8000", help="the dev server")
+    chat.add_argument(
+        "--assistant",
+        metavar="ID",
+        help="the assistant to ask (default: the chat's, or whom the message @-mentions)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = command_line()
     args = parser.parse_args(argv)
@@ -92,11 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         sys.exit(package_lambdas(args.out, args.uv, tuple(args.extra or ()), args.python))
     if args.command == "chat":
-        from devkit import terminal_chat
-
-        if args.message is None and not args.history:
-            parser.error("chat: a message to send, or --history")
-        sys.exit(terminal_chat.run(args.url, args.message, args.chat, args.assistant, args.history))
+        run_chat(parser, args)
     from infra.logs import configure_logging
     from infra.settings import Settings
 
@@ -142,6 +152,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(run_dev(args.host, args.port, args.data_dir))
     except KeyboardInterrupt:  # Ctrl-C while it still loads
         sys.exit(130)
+
+
+def run_chat(parser: argparse.ArgumentParser, args: argparse.Namespace) -> NoReturn:
+    from devkit import terminal_chat
+
+    if args.message is None and not args.history:
+        parser.error("chat: a message to send, or --history")
+    chat = (args.chat, args.assistant, args.history, args.as_email)
+    sys.exit(terminal_chat.run(args.url, args.message, *chat))
 
 
 def run_dev(host: str, port: int, data_dir: Path | None) -> int:

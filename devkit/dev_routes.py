@@ -13,20 +13,23 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import FileResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from devkit import changes, timeline
+from devkit import changes, dev_users, timeline
 from handlers.errors import ApiError
 from infra.store import statuses
 
 PAGE_DIR = Path(__file__).resolve().parent / "dev_page"
 NO_STORE = {"Cache-Control": "no-store"}
+# What `?as=` answers when it names no e-mail address (nothing of it is echoed).
+BAD_EMAIL = "as: not an e-mail address; name the local user by theirs, as in ?as=bob@example.com."
 
 
 def status_sets() -> dict[str, tuple[str, ...]]:
@@ -50,14 +53,15 @@ def statuses_module() -> str:
 
 @dataclass(frozen=True)
 class DevSession:
-    """The demo user the page and `handoff chat` act as; `mint` signs a fresh token. `anon_key`:
-    the project's anon key, which supabase-js and supabase-py connect to Realtime with. The
-    session names the deployment's default assistant too."""
+    """The demo user the page and `handoff chat` act as, unless they ask for another (`?as=`);
+    `mint` signs a fresh token for a user (their id and e-mail). `anon_key`: the project's anon
+    key, which supabase-js and supabase-py connect to Realtime with. The session names the
+    deployment's default assistant too."""
 
     user_id: UUID
     email: str
     chat_id: UUID
-    mint: Callable[[], str]
+    mint: Callable[[UUID, str], str]
     anon_key: str
 
 
@@ -112,8 +116,11 @@ def install_dev_routes(
         return Response(statuses_module(), media_type="text/javascript", headers=NO_STORE)
 
     @router.get("/api/dev/session", response_model=SessionBody, response_model_by_alias=True)
-    async def dev_session(request: Request) -> SessionBody:
-        """A token for the demo user, handed only to this machine: a server started with
+    async def dev_session(
+        request: Request, as_email: Annotated[str | None, Query(alias="as")] = None
+    ) -> SessionBody:
+        """A token for the demo user, or with `?as=<email>` for that local user (made if
+        missing, with a chat of their own), handed only to this machine: a server started with
         `--host 0.0.0.0` must not give everyone on the network the demo user's chats. And only
         to a page of this machine: a site whose name a DNS answer pointed at 127.0.0.1 (DNS
         rebinding) runs in the browser here, but its requests name its own host."""
@@ -121,11 +128,19 @@ def install_dev_routes(
             raise ApiError(404, "not_found", "Not Found")
         if not _is_loopback_name(request.url.hostname):
             raise ApiError(404, "not_found", "Not Found")
+        user_id, email, chat_id = session.user_id, session.email, session.chat_id
+        if as_email is not None:
+            try:
+                email = dev_users.local_email(as_email)
+            except dev_users.NotAnEmail:
+                raise ApiError(422, "invalid_request", BAD_EMAIL) from None
+            local = await dev_users.local_user(await request.app.state.services.pool(), email)
+            user_id, email, chat_id = local.id, local.email, local.chat_id
         return SessionBody(
-            token=session.mint(),
-            user_id=session.user_id,
-            email=session.email,
-            chat_id=session.chat_id,
+            token=session.mint(user_id, email),
+            user_id=user_id,
+            email=email,
+            chat_id=chat_id,
             anon_key=session.anon_key,
             assistant_id=request.app.state.assistants.default.id,
         )

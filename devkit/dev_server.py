@@ -33,7 +33,7 @@ from devkit.local_inngest import LocalInngest, loopback_socket, serve_asgi, sock
 from devkit.timeline import Timeline
 from infra.db import connect
 from infra.events import HANDOFF_EVENT
-from infra.migrate import migrate
+from infra.migrate import applied_text, migrate
 from infra.settings import Settings
 from infra.store import chats
 from infra.store.access import Claims
@@ -50,13 +50,13 @@ ANON_KEY_ISSUED = 1_767_225_600  # 2026-01-01: fixed, so that a secret always si
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def mint_dev_token(secret: str, user_id: UserId, audience: str) -> str:
+def mint_dev_token(secret: str, user_id: uuid.UUID, audience: str, email: str = DEMO_EMAIL) -> str:
     now = int(time.time())
     claims = {
         "sub": str(user_id),
         "aud": audience,
         "role": "authenticated",
-        "email": DEMO_EMAIL,
+        "email": email,
         "iat": now,
         "exp": now + DEV_TOKEN_TTL_SECONDS,
     }
@@ -168,7 +168,7 @@ async def dev_server(
     assert settings.database_url
     assert settings.supabase_jwt_secret
     applied = await migrate(settings.database_url, assistants)
-    print(f"migrations: {len(applied)} applied", flush=True)
+    print(f"migrations: {applied_text(applied)}", flush=True)
     await seed_demo(settings.database_url)
     await warn_without_logical_decoding(settings.database_url)
 
@@ -182,8 +182,8 @@ async def dev_server(
     quiet_stop()
     secret = settings.supabase_jwt_secret.get_secret_value()
 
-    def mint() -> str:
-        return mint_dev_token(secret, DEMO_USER_ID, settings.jwt_audience)
+    def mint(user_id: uuid.UUID = DEMO_USER_ID, email: str = DEMO_EMAIL) -> str:
+        return mint_dev_token(secret, user_id, settings.jwt_audience, email)
 
     session = DevSession(DEMO_USER_ID, DEMO_EMAIL, DEMO_CHAT_ID, mint, dev_anon_key(secret))
     install_dev_routes(app, session, traces)

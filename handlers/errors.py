@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -198,11 +198,8 @@ def error_response(error: ApiError) -> JSONResponse:
         headers["WWW-Authenticate"] = "Bearer"
     if error.retry_after_s is not None:
         headers["Retry-After"] = str(error.retry_after_s)
-    return JSONResponse(
-        {"error": {"code": error.code, "message": error.message}},
-        status_code=error.status,
-        headers=headers or None,
-    )
+    body = {"error": {"code": error.code, "message": error.message}}
+    return JSONResponse(body, status_code=error.status, headers=headers or None)
 
 
 def _problem(error: dict[str, Any]) -> str:
@@ -220,7 +217,10 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc)
 
     async def domain_error(_: Request, exc: Exception) -> JSONResponse:
-        return error_response(ERRORS[type(exc)])
+        error = ERRORS[type(exc)]
+        if isinstance(exc, UnknownAssistant):  # its id, a slug (the fields and the table check)
+            error = replace(error, message=f"No such assistant: {exc.assistant_id}.")
+        return error_response(error)
 
     async def limit_reached(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, LimitReached)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib import resources
 
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
@@ -28,6 +28,8 @@ LOCK_SQL = "select pg_advisory_xact_lock(hashtext('handoff.migrations'))"
 APPLIED_SQL = "select name from handoff.migrations"
 RECORD_SQL = "insert into handoff.migrations (name) values (%s)"
 
+# What names LangGraph's checkpoint migrations among those applied: `langgraph:<version>`.
+CHECKPOINT_PREFIX = "langgraph:"
 CHECKPOINT_LEDGER_SQL = (
     "create table if not exists langgraph.checkpoint_migrations (v integer primary key)"
 )
@@ -56,6 +58,16 @@ def migration_files() -> list[tuple[str, str]]:
     folder = resources.files("infra") / "migrations"
     files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
     return [(f.name, f.read_text(encoding="utf-8")) for f in files]
+
+
+def applied_text(applied: Sequence[str]) -> str:
+    """What `migrate` applied, by whose migrations they are: infra/migrations' own and the
+    LangGraph checkpointer's ("24 of Handoff's and 10 of the LangGraph checkpointer's applied")."""
+    theirs = sum(name.startswith(CHECKPOINT_PREFIX) for name in applied)
+    ours = len(applied) - theirs
+    counts = [f"{ours} of Handoff's"] if ours else []
+    counts += [f"{theirs} of the LangGraph checkpointer's"] if theirs else []
+    return " and ".join(counts) + " applied" if counts else "none to apply"
 
 
 async def migrate(database_url: str, assistants: Iterable[Assistant] | None = None) -> list[str]:
@@ -102,5 +114,5 @@ async def _apply_checkpoint_migrations(conn: Conn) -> list[str]:
                 continue
             await conn.execute(re.sub(r"\bCONCURRENTLY\b", "", statement))
             await conn.execute(CHECKPOINT_RECORD_SQL, (version,))
-            applied.append(f"langgraph:{version}")
+            applied.append(f"{CHECKPOINT_PREFIX}{version}")
     return applied

@@ -10,8 +10,8 @@
 // The server is spoken to through the JavaScript client (clients/js; its browser build is
 // client/, committed, imported as it is): every route, a turn's SSE stream, the @-mentions.
 // protocol/ holds what the dev server adds and knows nothing of the page: session.js (the demo
-// user's session, renewed when refused, and supabase-js's client per project key, which it makes
-// the package's client with). A chat is followed live by the package's feed, on the page's
+// user's session, or the `?as=<email>` user's, renewed when refused, and supabase-js's client
+// per project key, which it makes the package's client with). A chat is followed live by the package's feed, on the page's
 // own model of its messages (live.js). The page, by concern: conversation.js (the messages as
 // the page holds them),
 // messages.js (their bubbles), cards.js (approvals, questions, resume), timeline.js (a reply's
@@ -72,6 +72,8 @@ async function start() {
   state.connection = new DevConnection({
     origin: window.location.origin,
     createClient: (...args) => window.supabase.createClient(...args),
+    // `/?as=bob@example.com`: the page is that local user's, a second person on this machine.
+    as: new URLSearchParams(window.location.search).get('as'),
   });
   state.client = state.connection.api;
   try {

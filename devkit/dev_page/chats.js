@@ -44,7 +44,9 @@ function renderChats() {
   );
   const current = state.chats.find((chat) => chat.id === state.chatId);
   els.title.textContent = current ? current.title || 'Untitled chat' : 'Chat';
-  document.title = `${els.title.textContent} · Handoff`;
+  // Whose page it is, when it is another local user's (`?as=`): two people's tabs tell apart.
+  const whose = state.connection?.as && state.session ? ` · ${state.session.email}` : '';
+  document.title = `${els.title.textContent}${whose} · Handoff`;
 }
 
 export function chatFromHash() {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.display import display_arguments, visible
@@ -21,21 +22,47 @@ FINAL_STATUSES = frozenset(ENDED_REPLY_STATUSES)
 Ask = Callable[[str], Awaitable[str | None]]
 
 
+@dataclass
+class Feed:
+    """The chat's changes as they come (`changes`), remembering each message's latest row: a
+    reply followed after another may have changed, or ended, while the first was followed."""
+
+    changes: asyncio.Queue[dict[str, Any]]
+    latest: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    async def next(self) -> dict[str, Any]:
+        change = await self.changes.get()
+        if change is not SERVER_GONE and change["table"] == "message":
+            self.latest[str(change["new"]["id"])] = change["new"]
+        return change
+
+    def ended(self, message_id: str) -> dict[str, Any] | None:
+        """The message's final row, if it has ended already."""
+        row = self.latest.get(message_id)
+        return row if row is not None and row["status"] in FINAL_STATUSES else None
+
+
 async def follow(
     session: Session,
-    changes: asyncio.Queue[dict[str, Any]],
+    feed: Feed,
     message_id: str,
     screen: Screen,
     ask: Ask | None,
     shown: str = "",
+    status: str = "continuing in the background",
 ) -> dict[str, Any]:
     """Show the background job's progress until its message ends; the final row. Drafts no
-    longer than the `shown` text are the quick path's, already on the screen."""
+    longer than the `shown` text are the quick path's, already on the screen. `status`: what
+    the spinner says until the job says more."""
     seq, progress, asked, paused = 0, "", set(), ""
-    screen.line("")  # the streamed text ends its line; progress goes under it
-    screen.set_status("continuing in the background")
+    screen.end_line()  # the streamed text ends its line; progress goes under it
+    screen.set_status(status)
+    # What the feed said of the message already, then what it says next.
+    known: list[dict[str, Any]] = []
+    if message_id in feed.latest:
+        known.append({"table": "message", "new": feed.latest[message_id]})
     while True:
-        change = await changes.get()
+        change = known.pop() if known else await feed.next()
         if change is SERVER_GONE:
             raise server_gone(session.origin)
         row = change["new"]

@@ -54,14 +54,23 @@ class Session:
 
     @classmethod
     async def open(
-        cls, http: httpx.AsyncClient, chat: UUID | None, assistant_id: str | None = None
+        cls,
+        http: httpx.AsyncClient,
+        chat: UUID | None,
+        assistant_id: str | None = None,
+        as_email: str | None = None,
     ) -> Session:
+        """The demo user's session, or with `as_email` that local user's (their own chat by
+        default)."""
+        params = {"as": as_email} if as_email is not None else {}
         try:
-            response = await http.get("/api/dev/session")
+            response = await http.get("/api/dev/session", params=params)
         except httpx.TransportError as exc:
             raise ChatFailed(
                 f"no Handoff dev server at {http.base_url}: start one with `handoff dev`"
             ) from exc
+        if response.status_code == 422:  # `--as` names no e-mail address
+            raise ChatFailed(error_text(response))
         if response.status_code != 200:
             raise ChatFailed(f"{http.base_url} is not a `handoff dev` server")
         body = response.json()
@@ -124,17 +133,43 @@ class Session:
         return await self.http.get(f"/api/chat/{self.chat_id}/history", headers=self.headers)
 
 
+@dataclass(frozen=True)
+class Reply:
+    """A reply the message started: its assistant (None when the server does not say) and id."""
+
+    assistant_id: str | None
+    message_id: str
+
+
+@dataclass
+class Streamed:
+    """What the quick path streamed: its text (None for a message posted to a shared chat, which
+    no assistant answers), its reply if it handed off to the background, and the other replies
+    the message started (each assistant it @-mentions after the first, in order)."""
+
+    shown: str | None = None
+    handed_off: str | None = None
+    assistant_id: str | None = None
+    others: list[Reply] = field(default_factory=list)
+
+
+def other_replies(metadata: dict[str, Any]) -> list[Reply]:
+    """The `metadata` event's `otherReplies`, in order."""
+    return [
+        Reply(other.get("assistantId"), str(other["assistantMessageId"]))
+        for other in metadata.get("otherReplies") or []
+    ]
+
+
 async def stream_turn(
     session: Session,
     content: str,
     on_token: Callable[[str], None],
     on_reply: Callable[[str | None], None],
-) -> tuple[str | None, str | None]:
+) -> Streamed:
     """Stream the quick path: its reply's assistant to `on_reply` (None when the server does
-    not say which), each token to `on_token`; the text streamed, and the assistant message id
-    if it handed off. A message posted to a shared chat, which no assistant answers, is
-    (None, None)."""
-    shown = ""
+    not say which), each token to `on_token`."""
+    streamed = Streamed(shown="")
     body = {"chatId": session.chat_id, "content": content, **session.named()}
     try:
         async with session.events("POST", "/api/chat/respond", body) as source:
@@ -146,16 +181,20 @@ async def stream_turn(
                 if event == "metadata" and data.get("assistantMessageId", "") is None:
                     continue  # posted to the chat: no reply to name
                 if event == "metadata":
-                    on_reply(data.get("assistantId"))
+                    streamed.assistant_id = data.get("assistantId")
+                    streamed.others = other_replies(data)
+                    on_reply(streamed.assistant_id)
                 elif event == "token":
-                    shown += data["text"]
+                    streamed.shown = (streamed.shown or "") + data["text"]
                     on_token(data["text"])
                 elif event == "done" and data.get("status") == "posted":
-                    return None, None
+                    return Streamed()
                 elif event == "done":
-                    return data["content"], None
+                    streamed.shown = data["content"]
+                    return streamed
                 elif event == "handoff":
-                    return shown, str(data["assistantMessageId"])
+                    streamed.handed_off = str(data["assistantMessageId"])
+                    return streamed
                 elif event == "error":
                     raise ChatFailed(data["message"])
     except httpx.TransportError as exc:
@@ -163,11 +202,13 @@ async def stream_turn(
     raise ChatFailed("the server closed the stream before the turn ended")
 
 
-async def cancel_turn(session: Session) -> str:
-    """Cancel the chat's turn; what to show for it."""
+async def cancel_turn(session: Session, assistant_id: str | None = None) -> str:
+    """Cancel the chat's turn of `assistant_id` (None: the one asked, else the default); what to
+    show for it."""
+    named = {"assistantId": assistant_id} if assistant_id else session.named()
     try:
         async with asyncio.timeout(CANCEL_TIMEOUT_S):
-            response = await session.post(f"/api/chat/{session.chat_id}/cancel", session.named())
+            response = await session.post(f"/api/chat/{session.chat_id}/cancel", named)
     except (httpx.TransportError, TimeoutError):
         return f"[not canceled: the server at {session.origin} cannot be reached]"
     if not response.is_success:

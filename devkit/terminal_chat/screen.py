@@ -26,11 +26,20 @@ class Screen:
     status: str = ""
     _frame: int = 0
     _drawn: bool = field(default=False, repr=False)
+    # Text written since the last line break: a line to end before another begins.
+    _open: bool = field(default=False, repr=False)
 
     def write(self, text: str) -> None:
         self._erase()
         self.out.write(text)
         self.out.flush()
+        if text:
+            self._open = not text.endswith("\n")
+
+    def end_line(self) -> None:
+        """End the line some text was left on; nothing when there is none."""
+        if self._open:
+            self.line("")
 
     def line(self, text: str) -> None:
         self.write(text + "\n")

@@ -3,8 +3,8 @@
 //
 //   node tests/browser/shared_chat_page.mjs <origin> <output dir> <playwright-core dir> <member>
 //
-// `member` is JSON, `{ userId, email, token }`: the second user, whose page gets that token from
-// the session route (the page's only way to a user; the dev server hands out the demo user's).
+// `member` is JSON, `{ userId, email }`: the second user, a local user of the dev server, whose
+// page is opened as theirs with `/?as=<email>`.
 // 1) Shared chat: the owner starts a chat, adds the member by e-mail in the members panel; the
 //    member sees it in their list, marked, opens it, sends a message; the owner sees who sent
 //    it; the member leaves. 2) Cascade: a chat of both demo assistants, three messages, an edit
@@ -89,15 +89,12 @@ async function sharedChat(browser) {
   );
 
   const memberContext = await browser.newContext();
-  await memberContext.route('**/api/dev/session', async (route) => {
-    const real = await (await route.fetch()).json();
-    const session = { ...real, token: member.token, userId: member.userId, email: member.email };
-    await route.fulfill({ json: session });
-  });
   const guest = await memberContext.newPage();
   watch(guest, 'member');
-  await guest.goto(`${origin}/#chat=${chatId}`);
+  await guest.goto(`${origin}/?as=${encodeURIComponent(member.email)}#chat=${chatId}`);
   await guest.getByTestId('feed-status').and(guest.locator('[data-state="live"]')).waitFor();
+  const memberHeader = await guest.getByTestId('user-email').textContent();
+  const memberTitle = await guest.title();
   const listed = guest.locator(`[data-testid="chat-item"][data-chat-id="${chatId}"]`);
   await listed.waitFor();
   const markedShared = await listed.getByTestId('chat-shared').textContent();
@@ -140,7 +137,7 @@ async function sharedChat(browser) {
   await ownerContext.close();
   await memberContext.close();
   return {
-    chatId, refusedAdd, ownerMembers, markedShared, ownerNamedForMember,
+    chatId, refusedAdd, ownerMembers, memberHeader, memberTitle, markedShared, ownerNamedForMember,
     memberNamedForMember, memberNamedForOwner, ownerNamedForOwner, addFormForMember,
     removeButtonsForMember, afterLeaving, screenshot: shot,
   };

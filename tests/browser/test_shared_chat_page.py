@@ -1,9 +1,9 @@
 """The chat page of `handoff dev` in a real Chromium, for a chat of two people and for an edit's
 cascade: the owner adds a second user by e-mail in the members panel, that user (another
-browser context, with a token of their own) sees the chat marked as shared, writes in it, and
-the owner sees their name on the message; an edit in a chat of both demo assistants brings the
-cascade's card, the replaced messages stay shown as stale with a link to what replaced them, and
-Continue lets the cascade regenerate the rest.
+browser context, the page opened as theirs with `/?as=<email>`) sees the chat marked as shared,
+writes in it, and the owner sees their name on the message; an edit in a chat of both demo
+assistants brings the cascade's card, the replaced messages stay shown as stale with a link to
+what replaced them, and Continue lets the cascade regenerate the rest.
 
 `shared_chat_page.mjs` drives both pages and prints a report; this test starts the real
 `handoff dev` (CASCADE_LIMIT 1, so that the second dependent waits on the card), and holds the
@@ -18,12 +18,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
-from devkit.dev_home import DevHome
 from tests.browser.test_chat_page import PLAYWRIGHT_CORE, node_binary
 from tests.dev_server import dev_servers, start_handoff_dev
-from tests.support import execute, fetch, token_for
+from tests.support import fetch
 
 DRIVER = Path(__file__).with_name("shared_chat_page.mjs")
 DRIVER_TIMEOUT_S = 150
@@ -69,20 +69,17 @@ async def test_a_shared_chat_and_a_cascade_on_the_page(
 ) -> None:
     node = node_binary()
     data_dir = tmp_path / "dev"
-    member_id = uuid.uuid4()
-    await execute(
-        logical_database_url,
-        "insert into auth.users (id, email) values (%s, %s)",
-        member_id,
-        MEMBER_EMAIL,
-    )
     async with dev_servers() as started:
         server = await start_handoff_dev(
             logical_database_url, data_dir, CASCADE_LIMIT="1", SCRIPTED_TOKEN_DELAY_MS="5"
         )
         started.append(server)
-        token = token_for(member_id, secret=DevHome(data_dir).jwt_secret())
-        member = {"userId": str(member_id), "email": MEMBER_EMAIL, "token": token}
+        # The second person signs in once, as the page does, so that the owner can add them
+        async with httpx.AsyncClient(base_url=server.origin) as http:
+            signed_in = await http.get("/api/dev/session", params={"as": MEMBER_EMAIL})
+        assert signed_in.status_code == 200, signed_in.text
+        member_id = uuid.UUID(signed_in.json()["userId"])
+        member = {"userId": str(member_id), "email": MEMBER_EMAIL}
         report = await drive(node, server.origin, tmp_path, member)
         assert await server.stop() == 0
     print(json.dumps(report))
@@ -95,6 +92,9 @@ async def test_a_shared_chat_and_a_cascade_on_the_page(
         [OWNER_EMAIL, "owner", None],
         [MEMBER_EMAIL, "member", "Remove"],
     ]
+    # The member's page is theirs: their e-mail in the header and the tab's title
+    assert shared["memberHeader"] == MEMBER_EMAIL
+    assert shared["memberTitle"].endswith(f" · {MEMBER_EMAIL} · Handoff")
     # The member sees the chat in their list, marked, and who wrote what
     assert shared["markedShared"] == "shared with you"
     assert shared["ownerNamedForMember"] == OWNER_EMAIL

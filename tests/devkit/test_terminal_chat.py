@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from devkit.dev_home import DevHome
+from devkit.dev_routes import BAD_EMAIL
 from devkit.dev_server import DEMO_CHAT_ID
 from devkit.terminal_chat import POSTED
 from tests.dev_server import HANDOFF, dev_servers, handoff_dev, start_handoff_dev
@@ -170,10 +171,78 @@ async def test_an_assistant_asked_by_id_answers_under_its_name(
     assert reply["assistant_id"] == "calculator"
     assert "You are Calculator." in reply["content"]
     assert chat.out == "Calculator: " + reply["content"] + "\n"
-    # AND an id no assistant has is refused in one line, nothing stored
+    # AND an id no assistant has is refused in one line naming it, with nothing on stdout (no
+    # empty line before it), nothing stored
     unknown = await handoff_chat(dev, "hello", "--assistant", "nobody")
-    assert (unknown.status, unknown.err) == (1, "handoff chat: No such assistant.\n")
+    assert (unknown.status, unknown.out) == (1, "")
+    assert unknown.err == "handoff chat: No such assistant: nobody.\n"
     assert len(await fetch(logical_database_url, "select id from message")) == 2
+
+
+# A deployment's own assistants, two of them: both with a tool that takes its time (BOTH_SLOW:
+# the other reply may end while the first is followed), or the first without (QUICK_FIRST: the
+# first answers at once, and the other is followed in the background after it).
+PAIR_OF_ASSISTANTS = """
+from agent.assistants import Assistant
+from demo.tools import sleep
+
+BETA = Assistant(id="beta", name="Beta", instructions="You are Beta.", tools=[sleep])
+BOTH_SLOW = [
+    Assistant(id="alpha", name="Alpha", instructions="You are Alpha.", tools=[sleep]),
+    BETA,
+]
+QUICK_FIRST = [Assistant(id="alpha", name="Alpha", instructions="You are Alpha."), BETA]
+"""
+
+
+@pytest.mark.parametrize("deployment", ["BOTH_SLOW", "QUICK_FIRST"])
+async def test_a_message_to_two_assistants_shows_both_replies_to_their_end(
+    logical_database_url: str, tmp_path: Path, deployment: str
+) -> None:
+    (tmp_path / "pair_of_assistants.py").write_text(PAIR_OF_ASSISTANTS)
+    async with dev_servers() as started:
+        server = await start_handoff_dev(
+            logical_database_url,
+            tmp_path / "dev",
+            ASSISTANTS=f"pair_of_assistants:{deployment}",
+            PYTHONPATH=str(tmp_path),
+            SCRIPTED_TOKEN_DELAY_MS="5",
+        )
+        started.append(server)
+        # GIVEN both in the demo chat
+        async with httpx.AsyncClient(base_url=server.origin) as http:
+            session = (await http.get("/api/dev/session")).json()
+            added = await http.post(
+                f"/api/chats/{session['chatId']}/assistants",
+                json={"assistantId": "beta"},
+                headers={"Authorization": f"Bearer {session['token']}"},
+            )
+            assert added.status_code == 200, added.text
+        # WHEN a message names both, and each goes on in the background with its tool
+        chat = await handoff_chat(server.origin, "@alpha @beta hi\n/sleep 1")
+        await server.stop()
+    assert chat.status == 0, chat.err
+    replies = {
+        r["assistant_id"]: r
+        for r in await fetch(
+            logical_database_url,
+            "select assistant_id, content, status from message where role = 'assistant'",
+        )
+    }
+    assert {a: r["status"] for a, r in replies.items()} == {
+        "alpha": "completed",
+        "beta": "completed",
+    }
+    # THEN the first streams under its name, then the other, under its own, each to its end
+    out = chat.out
+    assert out.startswith("Alpha: "), out
+    alpha_end = out.index(replies["alpha"]["content"].rsplit("\n", 1)[-1])
+    beta_at = out.index("\nBeta:") + 1
+    assert "You are Alpha." in replies["alpha"]["content"]
+    assert alpha_end < beta_at, out
+    assert replies["beta"]["content"].rsplit("\n", 1)[-1] in out[beta_at:], out
+    assert "You are Beta." in out[beta_at:], out
+    assert "You are Beta." not in out[:beta_at], out
 
 
 async def test_in_a_shared_chat_a_message_to_nobody_is_posted_and_says_so(
@@ -201,6 +270,42 @@ async def test_in_a_shared_chat_a_message_to_nobody_is_posted_and_says_so(
     assert chat.out == POSTED + "\n"
     rows = await fetch(logical_database_url, "select role, content from message")
     assert [(r["role"], r["content"]) for r in rows] == [("user", "hello everyone")]
+
+
+async def test_as_a_second_local_person_in_a_shared_chat(
+    dev: str, logical_database_url: str
+) -> None:
+    # GIVEN Bob, signed in once from the terminal: made on first use, his own chat still empty
+    first = await handoff_chat(dev, "--as", "bob@example.com", "--history")
+    assert (first.status, first.out, first.err) == (0, "", "")
+    # AND the demo user shares the demo chat with him, by his e-mail
+    async with httpx.AsyncClient(base_url=dev) as http:
+        session = (await http.get("/api/dev/session")).json()
+        added = await http.post(
+            f"/api/chats/{session['chatId']}/members",
+            json={"email": "bob@example.com"},
+            headers={"Authorization": f"Bearer {session['token']}"},
+        )
+        assert added.status_code == 201, added.text
+    # WHEN Bob writes in it from the terminal
+    chat = str(DEMO_CHAT_ID)
+    said = await handoff_chat(dev, "--as", "bob@example.com", "--chat", chat, "@default hi, Bob")
+    assert said.status == 0, said.err
+    # THEN the message is his, and each of them sees who wrote it
+    [sent] = await fetch(
+        logical_database_url,
+        "select u.email from message m join auth.users u on u.id = m.sender_id"
+        " where m.role = 'user'",
+    )
+    assert sent["email"] == "bob@example.com"
+    bobs = await handoff_chat(dev, "--as", "bob@example.com", "--chat", chat, "--history")
+    demos = await handoff_chat(dev, "--history")
+    assert " You: @default hi, Bob" in bobs.out, bobs.out
+    assert " bob@example.com: @default hi, Bob" in demos.out, demos.out
+    # AND what is no e-mail is refused in one line, on stderr alone
+    refused = await handoff_chat(dev, "--as", "bob", "hello")
+    assert (refused.status, refused.out) == (1, "")
+    assert refused.err == f"handoff chat: {BAD_EMAIL}\n"
 
 
 async def test_approval_is_asked_for_and_can_come_from_elsewhere(

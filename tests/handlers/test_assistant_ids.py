@@ -21,7 +21,10 @@ async def test_an_unknown_assistant_is_404_and_nothing_is_stored(database_url: s
     token = token_for(user_id)
     async with in_process_app(database_url) as stack:
         body = {"chatId": str(chat_id), "content": "hi", "assistantId": "nobody"}
-        assert_error(await stack.respond_response(token, body), 404, "assistant_not_found")
+        refused = await stack.respond_response(token, body)
+        assert_error(refused, 404, "assistant_not_found")
+        # the message names the id asked for
+        assert refused.json()["error"]["message"] == "No such assistant: nobody."
         history = await stack.history_response(token, chat_id, assistantId="nobody")
         assert_error(history, 404, "assistant_not_found")
         branches = await stack.branches_response(token, chat_id, assistantId="nobody")

@@ -13,7 +13,7 @@ from agent.model import create_model
 from agent.threads import thread_config, thread_key
 from demo.tools import demo_tools
 from infra.db import Pool
-from infra.migrate import migrate
+from infra.migrate import applied_text, migrate
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.store.drafts import DraftWriter
 from infra.store.ids import ChatId, MessageId
@@ -40,6 +40,17 @@ async def test_migrations_are_idempotent(database_url: str) -> None:
         "select tablename from pg_publication_tables where pubname = 'supabase_realtime'",
     )
     assert {p["tablename"] for p in published} == {"message", "message_draft"}
+
+
+async def test_what_was_applied_is_said_by_whose_migrations_they_are(database_url: str) -> None:
+    # `handoff dev` prints this: infra/migrations' files and LangGraph's checkpoint migrations
+    # are counted apart, so the figure matches neither folder alone by surprise
+    both = ["0001_supabase_shim.sql", "0002_chat.sql", "langgraph:0"]
+    assert applied_text(both) == "2 of Handoff's and 1 of the LangGraph checkpointer's applied"
+    assert applied_text(["0025_next.sql"]) == "1 of Handoff's applied"
+    assert applied_text(["langgraph:10"]) == "1 of the LangGraph checkpointer's applied"
+    # and a database already up to date (the test's, cloned from a migrated template)
+    assert applied_text(await migrate(database_url)) == "none to apply"
 
 
 async def seed_chat_rows(database_url: str) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:

@@ -1,7 +1,7 @@
-// The dev server's session, as the page holds it: the demo user's token (GET /api/dev/session,
-// asked for again when the server refuses it), supabase-js's client per project key, and the
-// JavaScript client (clients/js, whose build is ../client/) made with them, through which every
-// route goes. It knows nothing of the page (no DOM), and says when it renewed the token with a
+// The dev server's session, as the page holds it: the demo user's token, or another local
+// user's (GET /api/dev/session, with `?as=<email>`; asked for again when the server refuses
+// it), supabase-js's client per project key, and the JavaScript client (clients/js, whose build
+// is ../client/) made with them, through which every route goes. It knows nothing of the page (no DOM), and says when it renewed the token with a
 // `token` event.
 
 import { HandoffClient, HandoffError } from '../client/index.js';
@@ -24,11 +24,14 @@ async function refusal(response) {
 
 export class DevConnection extends EventTarget {
   // `origin`: the server's, which every request and supabase-js's websocket URL
-  // (/realtime/v1/websocket) are made from; `createClient`: supabase-js's, for Realtime.
-  constructor({ origin, createClient }) {
+  // (/realtime/v1/websocket) are made from; `createClient`: supabase-js's, for Realtime;
+  // `as`: the e-mail of the local user to be instead of the demo user (the dev server makes
+  // them on first use), or nothing.
+  constructor({ origin, createClient, as = null }) {
     super();
     this.origin = origin;
     this.createClient = createClient;
+    this.as = as;
     this.session = null;
     this.realtime = { client: null, key: null };
     const connection = this;
@@ -47,8 +50,8 @@ export class DevConnection extends EventTarget {
     });
   }
 
-  // The demo user's session: { token, userId, email, chatId, anonKey, assistantId }, the
-  // last the deployment's default assistant.
+  // The demo user's session, or the `as` user's: { token, userId, email, chatId, anonKey,
+  // assistantId }, the last the deployment's default assistant.
   async signIn() {
     this.session = await this.fetchSession();
     return this.session;
@@ -57,7 +60,8 @@ export class DevConnection extends EventTarget {
   async fetchSession() {
     let response;
     try {
-      response = await fetch(`${this.origin}/api/dev/session`, {
+      const as = this.as ? `?as=${encodeURIComponent(this.as)}` : '';
+      response = await fetch(`${this.origin}/api/dev/session${as}`, {
         headers: { Accept: 'application/json' },
       });
     } catch {
