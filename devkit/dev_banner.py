@@ -23,7 +23,7 @@ def print_ready(
     auth = '-H "Authorization: Bearer $TOKEN"'
     lines = [
         f"\nHandoff is running at {origin} (background work: {engine}).",
-        f"Chat page: {origin}/",
+        f"Chat page: {origin}/ (as someone else, for a shared chat: {origin}/?as=bob@example.com)",
         f"In a terminal: uv run handoff chat --url {origin} {shlex.quote(second)}",
         f"Demo user {email}, chat {chat_id}. With curl:\n",
         f"TOKEN={shlex.quote(token)}",
