@@ -27,6 +27,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg.rows import DictRow
 
 from agent.threads import ThreadId, thread_config
 from infra.db import Conn, Pool
@@ -126,6 +127,26 @@ class CompactSaver(AsyncPostgresSaver):
             else:
                 whole.append((channel, kind, blob))
         return {**super()._load_blobs(whole), **deltas}
+
+    async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        """The library's, without its hop to a worker thread and back to decode pending writes
+        when there are none, as at a turn's end: a turn's first token waits for that hop."""
+        if value["pending_writes"]:
+            return await super()._load_checkpoint_tuple(value)
+        where = {"thread_id": value["thread_id"], "checkpoint_ns": value["checkpoint_ns"]}
+        parent = value["parent_checkpoint_id"]
+        stored = value["checkpoint"]
+        channel_values = stored.get("channel_values") or {}
+        return CheckpointTuple(
+            {"configurable": {**where, "checkpoint_id": value["checkpoint_id"]}},
+            {
+                **stored,
+                "channel_values": {**channel_values, **self._load_blobs(value["channel_values"])},
+            },
+            value["metadata"],
+            {"configurable": {**where, "checkpoint_id": parent}} if parent else None,
+            [],
+        )
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = await super().aget_tuple(config)
