@@ -51,6 +51,7 @@ from infra.db import Conn, Pool
 from infra.settings import Settings
 from infra.store import branches
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
+from infra.store.heads import load_active_into_memory
 from infra.store.history_cache import HISTORY
 from infra.store.messages import MessageMetadata
 from infra.store.usage import Spent
@@ -158,20 +159,23 @@ async def load_run(
     thread). A later round (not `opens`) continues the thread's latest checkpoint."""
     memory = InMemorySaver()
     edit = turn.edit if opens else None  # a later round continues the turn's own checkpoints
-    known = None
-    branch = branches.MAIN_BRANCH
+    durable = durable_saver(pool, cache=HISTORY)
+    known, branch = None, branches.MAIN_BRANCH
     with telemetry.tracer.start_as_current_span("load history"):
+        if opens and edit is None:  # the active branch and its head, in one round trip
+            branch, known = await load_active_into_memory(
+                durable,
+                memory,
+                chat_id=turn.chat_id,
+                assistant_id=turn.assistant_id,
+                thread_id=turn.thread_id,
+            )
+        elif edit is None or edit.base_checkpoint_id is not None:
+            base = edit.base_checkpoint_id if edit is not None else None
+            known = await load_latest_into_memory(durable, memory, turn.thread_id, base)
         if edit is not None:
             # Named after its first message: the replacement of the edited one, or the new reply.
             branch = str(turn.reply_id if edit.regenerate else turn.user_message_id)
-            base = edit.base_checkpoint_id
-        elif opens:
-            branch, base = await branches.active_head(pool, turn.chat_id, turn.assistant_id)
-        else:
-            base = None
-        if edit is None or base is not None:
-            durable = durable_saver(pool, cache=HISTORY)
-            known = await load_latest_into_memory(durable, memory, turn.thread_id, base)
     graph = _graph(turn, assistant, memory, settings)
     config = thread_config(turn.thread_id)
     if turn.run_id:
