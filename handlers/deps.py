@@ -66,23 +66,20 @@ async def get_turns(request: Request) -> TurnTasks:
     return turns
 
 
-async def get_authenticator(request: Request) -> Authenticator:
-    authenticator: Authenticator = request.app.state.authenticator
-    return authenticator
-
-
 ServicesDep = Annotated[Services, Depends(get_services)]
 EventsDep = Annotated[EventSender, Depends(get_events)]
 AssistantsDep = Annotated[Assistants, Depends(get_assistants)]
 TurnsDep = Annotated[TurnTasks, Depends(get_turns)]
-AuthenticatorDep = Annotated[Authenticator, Depends(get_authenticator)]
 
 
-async def get_turn_host(
-    services: ServicesDep, events: EventsDep, assistants: AssistantsDep, turns: TurnsDep
-) -> TurnHost:
-    """What a route that starts a turn lends it."""
-    return TurnHost(services=services, events=events, assistants=assistants, turns=turns)
+async def get_turn_host(request: Request) -> TurnHost:
+    """What a route that starts a turn lends it. Read here at once, not through the four
+    dependencies above: FastAPI resolves each dependency anew on every request, in the time
+    before a turn's first statement."""
+    state = request.app.state
+    return TurnHost(
+        services=state.services, events=state.events, assistants=state.assistants, turns=state.turns
+    )
 
 
 async def get_queried_assistant(
@@ -94,11 +91,12 @@ async def get_queried_assistant(
 
 
 async def get_current_user(
-    authenticator: AuthenticatorDep,
+    request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> AuthUser:
     if credentials is None:
         raise InvalidToken
+    authenticator: Authenticator = request.app.state.authenticator
     return await authenticator.verify(credentials.credentials)
 
 

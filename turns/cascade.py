@@ -42,8 +42,7 @@ from infra.events import (
 from infra.runtime import Services
 from infra.store import cascades, sources
 from infra.store.assistants import chat_route
-from infra.store.checkpoints import has_checkpoint
-from infra.store.forks import Edit
+from infra.store.forks import Edit, has_checkpoint
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.statuses import ENDED_REPLY_STATUSES
 from turns.endings import Next, send_next

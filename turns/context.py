@@ -15,10 +15,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from langchain_core.messages import HumanMessage
-from langgraph.types import StateSnapshot
+from langchain_core.messages import AnyMessage, HumanMessage
 
-from agent.graph import state_values
 from infra.db import Conn, Pool
 from infra.store import public_messages, sources
 from infra.store.ids import MessageId
@@ -28,10 +26,10 @@ from turns.turn import Turn
 USER_NAME = "User"
 
 
-async def unheard(pool: Pool, turn: Turn, state: StateSnapshot) -> list[HumanMessage]:
-    """The public messages the turn's thread (at `state`) has not seen, attributed; none, and no
-    query, for a chat with one assistant."""
-    in_thread = {m.id for m in state_values(state).get("messages", [])}
+async def unheard(pool: Pool, turn: Turn, thread: Sequence[AnyMessage]) -> list[HumanMessage]:
+    """The public messages the turn's `thread` (its messages) has not seen, attributed; none,
+    and no query, for a chat with one assistant."""
+    in_thread = {m.id for m in thread}
     if turn.context is not None:
         # A regenerated dependent hears what its original heard, by the latest replacements.
         async with pool.connection() as conn:

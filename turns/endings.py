@@ -39,8 +39,7 @@ from infra.store.jobs import CanceledJob
 from infra.store.messages import MessageMetadata
 from infra.store.pauses import Resumed
 from infra.store.usage import Spent
-from turns.engine import spent
-from turns.turn import Turn
+from turns.turn import Turn, spent
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,7 +36,6 @@ from agent.graph import (
     stream_agent_text,
     unanswered_calls_closed,
 )
-from agent.snapshot import AgentSnapshot
 from agent.state import (
     OLDEST_READABLE_SCHEMA_VERSION,
     SCHEMA_VERSION,
@@ -45,15 +44,14 @@ from agent.state import (
     readable_schema,
 )
 from agent.threads import thread_config
-from agent.usage import TurnUsage
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.settings import Settings
 from infra.store import branches
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
+from infra.store.heads import Head, load_active_into_memory
 from infra.store.history_cache import HISTORY
 from infra.store.messages import MessageMetadata
-from infra.store.usage import Spent
 from turns.assistants import GRAPHS
 from turns.context import record_sources, unheard
 from turns.turn import Turn
@@ -77,6 +75,8 @@ class Run:
     # What the other voices of the chat said that the thread has not seen (turns/context.py):
     # the opening gives it before the user's message.
     heard: tuple[HumanMessage, ...] = ()
+    # The head it was seeded with, as loaded: its opening reads it, not the seeded copy again.
+    head: Head | None = None
 
     async def state(self) -> StateSnapshot:
         return await self.graph.aget_state(self.config)
@@ -158,25 +158,26 @@ async def load_run(
     thread). A later round (not `opens`) continues the thread's latest checkpoint."""
     memory = InMemorySaver()
     edit = turn.edit if opens else None  # a later round continues the turn's own checkpoints
-    known = None
-    branch = branches.MAIN_BRANCH
+    durable = durable_saver(pool, cache=HISTORY)
+    known, branch, head = None, branches.MAIN_BRANCH, None
     with telemetry.tracer.start_as_current_span("load history"):
+        if opens and edit is None:  # the active branch and its head, in one round trip
+            head = await load_active_into_memory(
+                durable, memory, turn.chat_id, turn.assistant_id, turn.thread_id
+            )
+            known, branch = head.checkpoint_id, head.branch
+        elif edit is None or edit.base_checkpoint_id is not None:
+            base = edit.base_checkpoint_id if edit is not None else None
+            known = await load_latest_into_memory(durable, memory, turn.thread_id, base)
         if edit is not None:
             # Named after its first message: the replacement of the edited one, or the new reply.
             branch = str(turn.reply_id if edit.regenerate else turn.user_message_id)
-            base = edit.base_checkpoint_id
-        elif opens:
-            branch, base = await branches.active_head(pool, turn.chat_id, turn.assistant_id)
-        else:
-            base = None
-        if edit is None or base is not None:
-            durable = durable_saver(pool, cache=HISTORY)
-            known = await load_latest_into_memory(durable, memory, turn.thread_id, base)
     graph = _graph(turn, assistant, memory, settings)
     config = thread_config(turn.thread_id)
     if turn.run_id:
         config["run_id"] = uuid.UUID(turn.run_id)
-    run = Run(graph, memory, known, config, str(turn.model_spec.get("model", "")), branch)
+    model = str(turn.model_spec.get("model", ""))
+    run = Run(graph, memory, known, config, model, branch, head=head)
     return await hear(pool, turn, run) if opens else run
 
 
@@ -185,7 +186,8 @@ async def hear(pool: Pool, turn: Turn, run: Run) -> Run:
     (turns/context.py); as it is for a turn that hears no one."""
     if not turn.assistant_names:
         return run
-    return replace(run, heard=tuple(await unheard(pool, turn, await run.state())))
+    heard = await unheard(pool, turn, (await _seeded(run))[0])
+    return replace(run, heard=tuple(heard))
 
 
 async def durable_state(
@@ -212,9 +214,12 @@ def _graph(
 
 def check_schema(state: StateSnapshot) -> None:
     """IncompatibleCheckpoint unless this build can resume `state`'s checkpoint."""
-    version = checkpoint_schema(state.metadata)
+    _check_version(state.metadata, state.config.get("configurable", {}).get("checkpoint_id"))
+
+
+def _check_version(metadata: Mapping[str, Any] | None, checkpoint_id: str | None) -> None:
+    version = checkpoint_schema(metadata)
     if not readable_schema(version):
-        checkpoint_id = state.config.get("configurable", {}).get("checkpoint_id")
         raise IncompatibleCheckpoint(
             f"checkpoint {checkpoint_id} was written by schema version {version}; this build"
             f" reads {OLDEST_READABLE_SCHEMA_VERSION} to {SCHEMA_VERSION}"
@@ -233,11 +238,11 @@ async def opening(run: Run, turn: Turn) -> AgentState:
     """The input that begins the turn: the user's message, after answers to any calls that a
     canceled job never ran (a model must see every call answered) and what the chat's other
     voices said that the thread has not seen."""
-    before = await run.state()
-    check_schema(before)
+    before, metadata, checkpoint_id = await _seeded(run)
+    _check_version(metadata, checkpoint_id)
     message = HumanMessage(content=turn.content or "", id=str(turn.user_message_id))
     messages: list[AnyMessage] = [
-        *unanswered_calls_closed(state_values(before).get("messages", [])),
+        *unanswered_calls_closed(before),
         *run.heard,
         message,
     ]
@@ -276,18 +281,11 @@ async def store_run(conn: Conn, run: Run, turn: Turn, *, opened: bool) -> Messag
     return {"checkpointId": head, "baseCheckpointId": run.known, "branchId": run.branch}
 
 
-def reply_metadata(turn: Turn) -> MessageMetadata:
-    """What a reply's metadata holds from the start."""
-    model: Any = turn.model_spec.get("model")
-    return {"model": model if isinstance(model, str) else None, "runId": turn.run_id}
-
-
-def spent(turn: Turn, used: TurnUsage, snapshot: AgentSnapshot) -> Spent:
-    """What the turn's reply has used so far (infra/store/usage.py): its model calls' tokens,
-    and the tool calls that were answered."""
-    return Spent(
-        model=reply_metadata(turn).get("model"),
-        input_tokens=used["input"],
-        output_tokens=used["output"],
-        tool_calls=sum(1 for p in snapshot.progress if p.status != "pending"),
-    )
+async def _seeded(run: Run) -> tuple[Sequence[AnyMessage], Mapping[str, Any] | None, str | None]:
+    """The messages, metadata and id of the checkpoint `run` was seeded with: as loaded when
+    the run has them, else read from its in-memory copy (decoding every message again)."""
+    if run.head is not None and run.head.messages is not None:
+        return run.head.messages, run.head.metadata, run.head.checkpoint_id
+    state = await run.state()
+    checkpoint_id = state.config.get("configurable", {}).get("checkpoint_id")
+    return state_values(state).get("messages", []), state.metadata, checkpoint_id

@@ -29,14 +29,14 @@ from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.store import jobs, messages, pauses
 from turns import endings
-from turns.engine import IncompatibleCheckpoint, check_schema, durable_state, spent
+from turns.engine import IncompatibleCheckpoint, check_schema, durable_state
 from turns.failures import JobFailed
 from turns.plan import Plan, PlanJson, asking_tools, plan_from
 from turns.prompts import Prompts
 from turns.rounds import Rounds
 from turns.scope import JobScope
 from turns.tool_calls import ToolCalls
-from turns.turn import Turn
+from turns.turn import Turn, spent
 
 logger = logging.getLogger(__name__)
 

@@ -214,6 +214,8 @@ async def _stream(
         await emit("token", {"text": text})
         if not draft.text:
             telemetry.FIRST_TOKEN.record(telemetry.since(started))
+            # The response sends the token before the draft's first write takes the loop.
+            await asyncio.sleep(0)
         await draft.append(text)
     telemetry.DRAFT_WRITES.record(draft.writes, {"handoff.path": "quick"})
 

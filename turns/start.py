@@ -39,8 +39,7 @@ from infra.store.messages import ReplyStatus
 from infra.store.slots import SlotRequest
 from infra.store.steers import SteeredJob
 from turns import endings
-from turns.engine import reply_metadata
-from turns.turn import Turn
+from turns.turn import Turn, reply_metadata
 
 logger = logging.getLogger(__name__)
 

@@ -8,10 +8,14 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from agent.snapshot import AgentSnapshot
 from agent.threads import ThreadId
+from agent.usage import TurnUsage
 from infra.events import TurnPayload
 from infra.store.forks import Edit
 from infra.store.ids import ChatId, MessageId, UserId
+from infra.store.messages import MessageMetadata
+from infra.store.usage import Spent
 
 
 class Turn(BaseModel):
@@ -135,3 +139,20 @@ class Turn(BaseModel):
             "gen_ai.conversation.id": str(self.chat_id),
             "handoff.message.id": str(self.reply_id),
         }
+
+
+def reply_metadata(turn: Turn) -> MessageMetadata:
+    """What a reply's metadata holds from the start."""
+    model: Any = turn.model_spec.get("model")
+    return {"model": model if isinstance(model, str) else None, "runId": turn.run_id}
+
+
+def spent(turn: Turn, used: TurnUsage, snapshot: AgentSnapshot) -> Spent:
+    """What the turn's reply has used so far (infra/store/usage.py): its model calls' tokens,
+    and the tool calls that were answered."""
+    return Spent(
+        model=reply_metadata(turn).get("model"),
+        input_tokens=used["input"],
+        output_tokens=used["output"],
+        tool_calls=sum(1 for p in snapshot.progress if p.status != "pending"),
+    )

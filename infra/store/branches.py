@@ -149,14 +149,6 @@ class BranchNotFound(LookupError):
     """No such branch in the user's chat."""
 
 
-async def active_head(pool: Pool, chat_id: ChatId, assistant_id: str) -> tuple[str, str | None]:
-    """The active branch and its head checkpoint (None: the thread's latest)."""
-    params = {"chat_id": chat_id, "assistant_id": assistant_id}
-    async with pool.connection() as conn:
-        row = await (await conn.execute(ACTIVE_SQL, params)).fetchone()
-    return (str(row["branch"]), row["head"]) if row else (MAIN_BRANCH, None)
-
-
 async def record_turn(
     conn: Conn,
     *,

@@ -27,17 +27,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from psycopg.rows import DictRow
 
 from agent.threads import ThreadId, thread_config
 from infra.db import Conn, Pool
 from infra.store.history_cache import HistoryCache, Key
 
-# The saver's own table, by its key: whether the thread has this checkpoint (at the root
-# namespace, where the graph's checkpoints live).
-CHECKPOINT_EXISTS_SQL = """
-select 1 from langgraph.checkpoints
-where thread_id = %s and checkpoint_ns = '' and checkpoint_id = %s
-"""
 DELTA = "delta"
 # A channel's value at `version`: the blob rows from the whole value up, oldest first.
 CHAIN_SQL = """
@@ -127,11 +122,35 @@ class CompactSaver(AsyncPostgresSaver):
                 whole.append((channel, kind, blob))
         return {**super()._load_blobs(whole), **deltas}
 
+    async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        """The library's, without its hop to a worker thread and back to decode pending writes
+        when there are none, as at a turn's end: a turn's first token waits for that hop."""
+        if value["pending_writes"]:
+            return await super()._load_checkpoint_tuple(value)
+        where = {"thread_id": value["thread_id"], "checkpoint_ns": value["checkpoint_ns"]}
+        parent = value["parent_checkpoint_id"]
+        stored: Checkpoint = value["checkpoint"]
+        inline = stored.get("channel_values") or {}
+        values = {**inline, **self._load_blobs(value["channel_values"])}
+        return CheckpointTuple(
+            {"configurable": {**where, "checkpoint_id": value["checkpoint_id"]}},
+            {**stored, "channel_values": values},
+            value["metadata"],
+            {"configurable": {**where, "checkpoint_id": parent}} if parent else None,
+            [],
+        )
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = await super().aget_tuple(config)
+        return await self.rebuilt(found, config["configurable"]["thread_id"])
+
+    async def rebuilt(
+        self, found: CheckpointTuple | None, thread_id: str
+    ) -> CheckpointTuple | None:
+        """`found`, a checkpoint of `thread_id` as read, with its lists whole (`_rebuilt`)."""
         if found is None:
             if self.cache is not None:  # a thread without checkpoints: nothing of it is kept
-                self.cache.keep_only(config["configurable"]["thread_id"])
+                self.cache.keep_only(thread_id)
             return None
         return await self._rebuilt(found, self.cache)
 
@@ -202,13 +221,6 @@ def durable_saver(pool_or_conn: Pool | Conn, *, cache: HistoryCache | None = Non
     return saver
 
 
-async def has_checkpoint(conn: Conn, thread_id: ThreadId, checkpoint_id: str) -> bool:
-    """Whether `thread_id` has the checkpoint `checkpoint_id`; the connection must act as the
-    service (users cannot read checkpoints)."""
-    found = await conn.execute(CHECKPOINT_EXISTS_SQL, (thread_id, checkpoint_id))
-    return await found.fetchone() is not None
-
-
 async def load_latest_into_memory(
     durable: CompactSaver,
     memory: InMemorySaver,
@@ -223,13 +235,15 @@ async def load_latest_into_memory(
         if checkpoint_id:
             raise LookupError(f"checkpoint {checkpoint_id} of {thread_id} not found")
         return None
+    return await seed_memory(memory, found)
+
+
+async def seed_memory(memory: InMemorySaver, found: CheckpointTuple) -> str:
+    """Copy the durable checkpoint `found` and its pending writes into `memory`; its id."""
     parent_id = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    stored = await memory.aput(
-        _child_of(found, parent_id),
-        found.checkpoint,
-        found.metadata,
-        dict(found.checkpoint["channel_versions"]),
-    )
+    versions = dict(found.checkpoint["channel_versions"])
+    child = _child_of(found, parent_id)
+    stored = await memory.aput(child, found.checkpoint, found.metadata, versions)
     await _put_writes(memory, stored, found.pending_writes)
     return str(found.checkpoint["id"])
 

@@ -15,16 +15,21 @@ from uuid import UUID
 from pydantic import ConfigDict
 from pydantic.alias_generators import to_camel
 
-from agent.threads import thread_key
+from agent.threads import ThreadId, thread_key
 from infra.db import Conn, Pool
 from infra.store.access import Claims, act_as_service, user_transaction
 from infra.store.admission import TO_CHAT
 from infra.store.chats import require_chat
-from infra.store.checkpoints import has_checkpoint
 from infra.store.ids import ChatId, MessageId
 
 # Under the user's RLS: only a user message they sent, in a chat of theirs, to this assistant is
 # editable (in a shared chat, members read one another's messages, and edit their own).
+# The saver's own table, by its key: whether the thread has this checkpoint (at the root
+# namespace, where the graph's checkpoints live).
+CHECKPOINT_EXISTS_SQL = """
+select 1 from langgraph.checkpoints
+where thread_id = %s and checkpoint_ns = '' and checkpoint_id = %s
+"""
 EDIT_TARGET_SQL = """
 select created_at, metadata from public.message
 where id = %(message_id)s and chat_id = %(chat_id)s and assistant_id = %(assistant_id)s
@@ -200,3 +205,10 @@ async def _fork_base(conn: Conn, chat_id: ChatId, assistant_id: str, base: objec
     if not await has_checkpoint(conn, thread_key(chat_id, assistant_id), base):
         raise CheckpointNotFound(base)
     return base
+
+
+async def has_checkpoint(conn: Conn, thread_id: ThreadId, checkpoint_id: str) -> bool:
+    """Whether `thread_id` has the checkpoint `checkpoint_id`; the connection must act as the
+    service (users cannot read checkpoints)."""
+    found = await conn.execute(CHECKPOINT_EXISTS_SQL, (thread_id, checkpoint_id))
+    return await found.fetchone() is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
+from handlers.auth import LEEWAY_SECONDS
 from tests.support import (
     create_user_with_chat,
     fetch,
@@ -47,6 +49,22 @@ async def test_bad_tokens_get_401(database_url: str, make_token: Any) -> None:
     assert_error(response, 401, "unauthorized")
     assert response.headers["www-authenticate"] == "Bearer"
     assert await fetch(database_url, "select * from message") == []
+
+
+async def test_a_token_taken_once_is_refused_once_it_expires(database_url: str) -> None:
+    # GIVEN a token that expires in about two seconds, past the leeway its check allows
+    user_id, _ = await create_user_with_chat(database_url)
+    token = token_for(user_id, exp=int(time.time()) - LEEWAY_SECONDS + 2)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with in_process_app(database_url) as stack:
+        # WHEN it is used, then used again once it has expired
+        first = await stack.http.get("/api/chats", headers=headers)
+        again = await stack.http.get("/api/chats", headers=headers)
+        await asyncio.sleep(2.5)
+        expired = await stack.http.get("/api/chats", headers=headers)
+    # THEN it was taken while it held, and is refused after, though it was taken before
+    assert (first.status_code, again.status_code) == (200, 200)
+    assert_error(expired, 401, "unauthorized")
 
 
 async def test_posting_into_another_users_chat_is_404_and_writes_nothing(database_url: str) -> None:

@@ -1,0 +1,74 @@
+"""The head a turn continues, read with its checkpoint in one round trip.
+
+A new message continues the active branch of its chat's thread (infra/store/branches.py) from
+that branch's head checkpoint, or from the thread's latest when the branch records none. Read
+one after the other, the branch and the checkpoint are two round trips before the turn's first
+token; here one statement (`handoff.active_checkpoint`, a plpgsql function whose plans the
+session keeps) reads the branch and, in the same snapshot, the checkpoint it names, with its
+blobs and pending writes as the saver's own query reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agent.threads import ThreadId, thread_config
+from infra.store.branches import MAIN_BRANCH
+from infra.store.checkpoints import CompactSaver, seed_memory
+from infra.store.ids import ChatId
+
+# The active branch, its head as recorded, and the saver's columns for the checkpoint it
+# continues (null when the thread has none yet): migration 0026.
+ACTIVE_CHECKPOINT_SQL = """
+select * from handoff.active_checkpoint(%(chat_id)s, %(assistant_id)s, %(thread_id)s)
+"""
+
+
+@dataclass(frozen=True)
+class Head:
+    """The head a turn continues: its branch, its checkpoint (None: a new thread), and that
+    checkpoint's messages and metadata as loaded. The messages are the history cache's own
+    (infra/store/history_cache.py): read them, never change them. None when the checkpoint has
+    pending writes, which the thread's state applies to what it stored."""
+
+    branch: str
+    checkpoint_id: str | None = None
+    messages: Sequence[Any] | None = ()
+    metadata: Mapping[str, Any] | None = None
+
+
+async def load_active_into_memory(
+    durable: CompactSaver,
+    memory: InMemorySaver,
+    chat_id: ChatId,
+    assistant_id: str,
+    thread_id: ThreadId,
+) -> Head:
+    """Seed `memory` with the head of the active branch of `assistant_id`'s thread in
+    `chat_id`, and return it."""
+    params = {"chat_id": chat_id, "assistant_id": assistant_id, "thread_id": thread_id}
+    async with durable._cursor() as cur:
+        await cur.execute(ACTIVE_CHECKPOINT_SQL, params, binary=True)
+        row: dict[str, Any] | None = await cur.fetchone()
+    branch, head = (str(row["branch"]), row["head"]) if row else (MAIN_BRANCH, None)
+    if row is None or row["checkpoint_id"] is None:
+        if head is not None:
+            raise LookupError(f"checkpoint {head} of {thread_id} not found")
+        await durable.rebuilt(None, thread_id)
+        return Head(branch)
+    if row["checkpoint"]["v"] < 4 and row["parent_checkpoint_id"]:
+        # Written before LangGraph's checkpoint format 4: the saver's own read migrates it.
+        named = thread_config(thread_id, checkpoint_id=row["checkpoint_id"])
+        found = await durable.aget_tuple(named)
+    else:
+        found = await durable.rebuilt(await durable._load_checkpoint_tuple(row), thread_id)
+    if found is None:
+        raise LookupError(f"checkpoint {row['checkpoint_id']} of {thread_id} not found")
+    messages = (
+        None if found.pending_writes else found.checkpoint["channel_values"].get("messages", ())
+    )
+    return Head(branch, await seed_memory(memory, found), messages, found.metadata)
