@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 
 from agent.assistants import Assistants
 from handlers import assistants as assistant_routes
 from handlers import branches, cascades, chats, control, history, members, respond, usage
 from handlers.auth import Authenticator
-from handlers.deps import known_query_only, provide
+from handlers.deps import provide
 from handlers.errors import install_error_handlers
 from handlers.limits import BodySizeLimit
 from handlers.shutdown import AnswerWhileStopping, settle_turns
@@ -80,9 +80,10 @@ def create_app(
 
 
 def _include_routes(app: FastAPI) -> None:
-    # Our routes refuse query parameters they do not take (the Inngest endpoint, mounted on
-    # this app in development, reads its own).
-    strict = [Depends(known_query_only)]
+    # Each module's routes were built with it, each refusing query parameters it does not take
+    # (the Inngest endpoint, mounted on this app in development, reads its own): they join the
+    # app as they are. `include_router` would build every route again, on the app's first
+    # request, which a cold start's readiness check then waits for.
     for router in (
         respond.router,
         assistant_routes.router,
@@ -94,7 +95,7 @@ def _include_routes(app: FastAPI) -> None:
         members.router,
         usage.router,
     ):
-        app.include_router(router, dependencies=strict)
+        app.router.routes.extend(router.routes)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

@@ -245,3 +245,13 @@ def test_an_entry_collects_garbage_again_once_its_app_is_built(entry_module: str
     enabled, frozen = after_import(entry_module, "[gc.isenabled(), gc.get_freeze_count()]")
     assert enabled is True
     assert frozen > 0
+
+
+def test_the_respond_app_serves_the_routes_its_modules_built() -> None:
+    # Each route is built once, with its module, and joins the app as it is: an included router
+    # would build them all again on the app's first request, the readiness check on Lambda.
+    kinds = after_import(
+        "handlers.lambda_respond",
+        "sorted({type(route).__name__ for route in handlers.lambda_respond.app.routes})",
+    )
+    assert kinds == ["APIRoute"]
