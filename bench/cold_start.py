@@ -222,6 +222,7 @@ def print_import_times(runs: int) -> None:
     python = runtime_python()
     prepare_bytecode(python)
     no_bytecode = _environment(PYTHONPYCACHEPREFIX=str(STDLIB_BYTECODE_ONLY))
+    cases: dict[str, tuple[str, dict[str, str] | None]]
     cases = {name: (code, None) for name, code in CASES.items()}
     cases |= {name: (code, no_bytecode) for name, code in NO_BYTECODE_CASES.items()}
     results: dict[str, list[Run]] = {name: [] for name in cases}
