@@ -11,7 +11,7 @@ infra/snapstart.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from fastapi import FastAPI, Request, Response
 
@@ -27,7 +27,10 @@ AFTER_RESTORE = "AWS_LWA_SNAPSTART_AFTER_RESTORE_PATH"
 
 def install_snapstart_hooks(app: FastAPI, environ: Mapping[str, str]) -> None:
     """Serve the hook paths the adapter's settings in `environ` name, if any."""
-    hooks = {BEFORE_CHECKPOINT: before_checkpoint, AFTER_RESTORE: after_restore}
+    hooks: dict[str, Callable[..., Awaitable[Response]]] = {
+        BEFORE_CHECKPOINT: before_checkpoint,
+        AFTER_RESTORE: after_restore,
+    }
     for setting, hook in hooks.items():
         if path := environ.get(setting):
             app.add_api_route(
