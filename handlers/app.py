@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -15,7 +16,7 @@ from handlers import assistants as assistant_routes
 from handlers import branches, cascades, chats, control, history, members, respond, usage
 from handlers.auth import Authenticator
 from handlers.deps import provide
-from handlers.errors import install_error_handlers
+from handlers.errors import ErrorBody, install_error_handlers
 from handlers.limits import BodySizeLimit
 from handlers.shutdown import AnswerWhileStopping, settle_turns
 from infra.events import LazyEventClient
@@ -62,6 +63,7 @@ def create_app(
         redoc_url="/redoc" if docs else None,
         openapi_url="/openapi.json" if docs else None,
     )
+    _document_error_body(app)
     provide(
         app,
         services=services,
@@ -77,6 +79,22 @@ def create_app(
     app.add_middleware(AnswerWhileStopping)
     _include_routes(app)
     return app
+
+
+def _document_error_body(app: FastAPI) -> None:
+    """ErrorBody's schema, which the routes' error responses name (handlers/errors.py), among
+    the OpenAPI schema's components, made when the schema is."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schemas = generate().setdefault("components", {}).setdefault("schemas", {})
+            body = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in {**body.pop("$defs"), "ErrorBody": body}.items():
+                schemas.setdefault(name, definition)
+        return generate()  # the schema made above, kept by FastAPI
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _include_routes(app: FastAPI) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -255,3 +256,12 @@ def test_the_respond_app_serves_the_routes_its_modules_built() -> None:
         "sorted({type(route).__name__ for route in handlers.lambda_respond.app.routes})",
     )
     assert kinds == ["APIRoute"]
+
+
+def test_the_respond_apps_error_responses_name_a_schema_its_document_holds() -> None:
+    # The error responses name ErrorBody's schema instead of the model, which FastAPI would
+    # build a serializer of for each of them at every cold start; the app adds the schema.
+    document = after_import("handlers.lambda_respond", "handlers.lambda_respond.app.openapi()")
+    refs = set(re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', json.dumps(document)))
+    assert "ErrorBody" in refs
+    assert refs <= set(document["components"]["schemas"])
