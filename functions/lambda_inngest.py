@@ -6,11 +6,12 @@ invocation and close the database pool each time; the pool lives as long as the 
 With SnapStart (serverless.yml), Lambda's Python runtime runs the hooks registered below.
 """
 
-from infra.deferred_imports import defer_package_bodies
+from infra.entry_import import after_build, before_import
 
 # Before anything imports LangGraph or LangChain: their dependencies' heavy package bodies wait
-# until used, which the background job never does.
-defer_package_bodies()
+# until used, which the background job never does, and the garbage collector until the app is
+# built.
+before_import()
 
 import asyncio  # noqa: E402
 
@@ -54,3 +55,6 @@ except ImportError:  # elsewhere: no snapshots, nothing to register with
 else:
     register_before_snapshot(before_snapshot)
     register_after_restore(after_restore)
+
+# What the import made is frozen, and collecting resumes (infra/entry_import.py).
+after_build()

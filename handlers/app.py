@@ -7,15 +7,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 
 from agent.assistants import Assistants
 from handlers import assistants as assistant_routes
 from handlers import branches, cascades, chats, control, history, members, respond, usage
 from handlers.auth import Authenticator
-from handlers.deps import known_query_only, provide
-from handlers.errors import install_error_handlers
+from handlers.deps import provide
+from handlers.errors import ErrorBody, install_error_handlers
 from handlers.limits import BodySizeLimit
 from handlers.shutdown import AnswerWhileStopping, settle_turns
 from infra.events import LazyEventClient
@@ -62,6 +63,7 @@ def create_app(
         redoc_url="/redoc" if docs else None,
         openapi_url="/openapi.json" if docs else None,
     )
+    _document_error_body(app)
     provide(
         app,
         services=services,
@@ -79,10 +81,27 @@ def create_app(
     return app
 
 
+def _document_error_body(app: FastAPI) -> None:
+    """ErrorBody's schema, which the routes' error responses name (handlers/errors.py), among
+    the OpenAPI schema's components, made when the schema is."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schemas = generate().setdefault("components", {}).setdefault("schemas", {})
+            body = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in {**body.pop("$defs"), "ErrorBody": body}.items():
+                schemas.setdefault(name, definition)
+        return generate()  # the schema made above, kept by FastAPI
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def _include_routes(app: FastAPI) -> None:
-    # Our routes refuse query parameters they do not take (the Inngest endpoint, mounted on
-    # this app in development, reads its own).
-    strict = [Depends(known_query_only)]
+    # Each module's routes were built with it, each refusing query parameters it does not take
+    # (the Inngest endpoint, mounted on this app in development, reads its own): they join the
+    # app as they are. `include_router` would build every route again, on the app's first
+    # request, which a cold start's readiness check then waits for.
     for router in (
         respond.router,
         assistant_routes.router,
@@ -94,7 +113,7 @@ def _include_routes(app: FastAPI) -> None:
         members.router,
         usage.router,
     ):
-        app.include_router(router, dependencies=strict)
+        app.router.routes.extend(router.routes)
 
     @app.get("/healthz")
     async def healthz() -> dict[str, str]:

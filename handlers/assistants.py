@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Path
+from fastapi import Path
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from agent.assistants import Assistant, Assistants
 from agent.threads import ASSISTANT_ID_PATTERN
-from handlers.deps import AssistantsDep, CurrentUser, ServicesDep
+from handlers.deps import AssistantsDep, CurrentUser, ServicesDep, strict_router
 from handlers.errors import ERROR_RESPONSES, MEMBER_RESPONSES
 from handlers.fields import NO_NUL, AssistantIdField
 from infra.store import assistants as chat_store
@@ -26,7 +26,7 @@ from infra.store.access import user_transaction
 from infra.store.chats import require_chat, require_owner
 from infra.store.ids import ChatId
 
-router = APIRouter()
+router = strict_router()
 
 AssistantIdPath = Annotated[str, Path(pattern=ASSISTANT_ID_PATTERN.pattern), NO_NUL]
 

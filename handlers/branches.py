@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Path
+from fastapi import Path
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -23,6 +23,7 @@ from handlers.deps import (
     QueriedAssistant,
     ServicesDep,
     TurnHostDep,
+    strict_router,
 )
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
 from handlers.fields import NO_NUL, AssistantId
@@ -32,7 +33,7 @@ from infra.store.ids import ChatId
 from turns.routing import voices
 from turns.streaming import new_turn, stream_turn
 
-router = APIRouter()
+router = strict_router()
 
 BranchPath = Annotated[str, Path(min_length=1, max_length=64), NO_NUL]
 

@@ -6,19 +6,19 @@ from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from agent.assistants import Assistants
-from handlers.deps import AssistantsDep, CurrentUser, ServicesDep
+from handlers.deps import AssistantsDep, CurrentUser, ServicesDep, strict_router
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
 from handlers.fields import NO_NUL, AssistantIdField
 from infra.store import assistants as chat_assistants
 from infra.store import chats, limits
 from infra.store.ids import ChatId
 
-router = APIRouter()
+router = strict_router()
 
 # More than a chat could use, few enough that a request stays small.
 MAX_CHAT_ASSISTANTS = 32

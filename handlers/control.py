@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from handlers.deps import AssistantsDep, CurrentUser, EventsDep, ServicesDep
+from handlers.deps import AssistantsDep, CurrentUser, EventsDep, ServicesDep, strict_router
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId, CallIdPath
 from infra.events import (
@@ -28,7 +27,7 @@ from infra.store.ids import ChatId
 from infra.store.questions import record_answer
 from turns import endings
 
-router = APIRouter()
+router = strict_router()
 
 
 class CancelRequest(BaseModel):

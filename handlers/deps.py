@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -103,6 +103,11 @@ async def get_current_user(
 TurnHostDep = Annotated[TurnHost, Depends(get_turn_host)]
 CurrentUser = Annotated[AuthUser, Depends(get_current_user)]
 QueriedAssistant = Annotated[Assistant, Depends(get_queried_assistant)]
+
+
+def strict_router() -> APIRouter:
+    """A module's router of the app's routes: each refuses query parameters it does not take."""
+    return APIRouter(dependencies=[Depends(known_query_only)])
 
 
 async def known_query_only(request: Request) -> None:

@@ -251,16 +251,20 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 # Documented so that clients generated from the OpenAPI schema parse errors as they are sent
-# (FastAPI would otherwise document its own 422 body, which this app never returns).
+# (FastAPI would otherwise document its own 422 body, which this app never returns). They name
+# ErrorBody's schema, which handlers/app.py adds to the components: with `"model": ErrorBody`
+# FastAPI would build a serializer for every error response of every route (175), for the
+# schema alone, at every cold start.
+ERROR_CONTENT = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
 # What the owner-only routes add to ERROR_RESPONSES.
 MEMBER_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: {
-        "model": ErrorBody,
+        "content": ERROR_CONTENT,
         "description": "The caller is a member of the chat, and this is its owner's to do.",
     },
 }
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": description}
+    status: {"content": ERROR_CONTENT, "description": description}
     for status, description in {
         400: "The body cannot be decoded.",
         401: "Missing or invalid access token.",
@@ -277,7 +281,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
 # Only the routes that start a turn or create a chat count against the per-user limits.
 LIMIT_RESPONSES: dict[int | str, dict[str, Any]] = {
     429: {
-        "model": ErrorBody,
+        "content": ERROR_CONTENT,
         "description": (
             "A per-user limit is reached, and nothing was stored: `too_many_active_turns`"
             " (MAX_ACTIVE_TURNS_PER_USER turns not yet ended), `too_many_turns`"

@@ -7,18 +7,18 @@ from datetime import datetime
 from typing import Annotated, Any
 from uuid import UUID
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from handlers.deps import AssistantsDep, CurrentUser, ServicesDep
+from handlers.deps import AssistantsDep, CurrentUser, ServicesDep, strict_router
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantQuery
 from infra.store import branches, cascades
 from infra.store import history as history_store
 from infra.store.ids import ChatId
 
-router = APIRouter()
+router = strict_router()
 
 
 class Draft(BaseModel):

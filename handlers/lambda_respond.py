@@ -5,11 +5,11 @@ RESPONSE_STREAM mode. Only the quick path is imported: a cold start pays for eve
 SnapStart (serverless.yml) the adapter calls the hooks handlers/snapstart.py serves.
 """
 
-from infra.deferred_imports import defer_package_bodies
+from infra.entry_import import after_build, before_import
 
 # Before anything imports LangGraph or LangChain: their dependencies' heavy package bodies wait
-# until used, which the quick path never does.
-defer_package_bodies()
+# until used, which the quick path never does, and the garbage collector until the app is built.
+before_import()
 
 import os  # noqa: E402
 
@@ -23,3 +23,4 @@ configure_logging()
 setup_telemetry()  # OpenTelemetry when OTEL_EXPORTER_OTLP_ENDPOINT is set; else nothing
 app = create_app(load_settings(), docs=False)
 install_snapstart_hooks(app, os.environ)
+after_build()

@@ -11,17 +11,17 @@ from datetime import datetime
 from typing import Annotated, Literal
 from uuid import UUID
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from handlers.deps import CurrentUser, ServicesDep
+from handlers.deps import CurrentUser, ServicesDep, strict_router
 from handlers.errors import ERROR_RESPONSES, MEMBER_RESPONSES
 from handlers.fields import NO_NUL
 from infra.store import members
 from infra.store.ids import ChatId
 
-router = APIRouter()
+router = strict_router()
 
 
 class Member(BaseModel):

@@ -8,7 +8,6 @@ from functools import partial
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -16,7 +15,7 @@ from pydantic.alias_generators import to_camel
 from agent.assistants import Assistant
 from agent.mentions import mentioned
 from handlers.auth import AuthUser
-from handlers.deps import CurrentUser, TurnHostDep
+from handlers.deps import CurrentUser, TurnHostDep, strict_router
 from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
 from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
@@ -29,7 +28,7 @@ from turns.start import Strategy, post_to_chat
 from turns.streaming import TurnHost, new_turn, posted, stream_turn, turn_limits
 from turns.turn import Turn
 
-router = APIRouter()
+router = strict_router()
 
 
 class RespondRequest(BaseModel):

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # On SIGTERM, requests get 2 s to finish; those still running are then answered 503
 # `server_stopping` (handlers/shutdown.py), rather than held until the pool's timeout when the
-# database is down.
+# database is down. No WebSocket protocol: the adapter forwards HTTP only, and uvicorn would
+# otherwise import one at every cold start.
 exec python -m uvicorn handlers.lambda_respond:app \
     --host 127.0.0.1 --port "${AWS_LWA_PORT:-8080}" --no-server-header \
-    --timeout-graceful-shutdown 2
+    --timeout-graceful-shutdown 2 --ws none

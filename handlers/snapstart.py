@@ -11,9 +11,9 @@ infra/snapstart.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
-from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi import FastAPI, Request, Response
 
 from handlers.auth import Authenticator
 from handlers.deps import AssistantsDep, EventsDep, ServicesDep, TurnsDep, provide
@@ -27,12 +27,15 @@ AFTER_RESTORE = "AWS_LWA_SNAPSTART_AFTER_RESTORE_PATH"
 
 def install_snapstart_hooks(app: FastAPI, environ: Mapping[str, str]) -> None:
     """Serve the hook paths the adapter's settings in `environ` name, if any."""
-    router = APIRouter(include_in_schema=False)
-    if before := environ.get(BEFORE_CHECKPOINT):
-        router.add_api_route(before, before_checkpoint, methods=["POST"], status_code=204)
-    if after := environ.get(AFTER_RESTORE):
-        router.add_api_route(after, after_restore, methods=["POST"], status_code=204)
-    app.include_router(router)
+    hooks: dict[str, Callable[..., Awaitable[Response]]] = {
+        BEFORE_CHECKPOINT: before_checkpoint,
+        AFTER_RESTORE: after_restore,
+    }
+    for setting, hook in hooks.items():
+        if path := environ.get(setting):
+            app.add_api_route(
+                path, hook, methods=["POST"], status_code=204, include_in_schema=False
+            )
 
 
 async def before_checkpoint(services: ServicesDep, events: EventsDep) -> Response:

