@@ -33,7 +33,8 @@ from devkit.change_feed import (
     Subscription,
 )
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ERROR_RESPONSES, ApiError, ErrorBody
+from handlers.error_responses import ERROR_RESPONSES
+from handlers.errors import ApiError, ErrorBody
 from handlers.sse import SSE_HEADERS, sse
 from infra.runtime import Services
 from infra.store.ids import ChatId

@@ -42,7 +42,8 @@ from pydantic.alias_generators import to_camel
 
 from devkit.traces import Row, SpanRecord, Trace, TraceView, trace_view
 from handlers.deps import CurrentUser, ServicesDep
-from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.error_responses import ERROR_RESPONSES
+from handlers.errors import ApiError
 from infra import telemetry
 from infra.store import messages
 from infra.store.ids import MessageId

@@ -19,7 +19,7 @@ from pydantic.alias_generators import to_camel
 from agent.assistants import Assistant, Assistants
 from agent.threads import ASSISTANT_ID_PATTERN
 from handlers.deps import AssistantsDep, CurrentUser, ServicesDep, strict_router
-from handlers.errors import ERROR_RESPONSES, MEMBER_RESPONSES
+from handlers.error_responses import ERROR_RESPONSES, MEMBER_RESPONSES
 from handlers.fields import NO_NUL, AssistantIdField
 from infra.store import assistants as chat_store
 from infra.store.access import user_transaction

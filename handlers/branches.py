@@ -25,7 +25,7 @@ from handlers.deps import (
     TurnHostDep,
     strict_router,
 )
-from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
+from handlers.error_responses import ERROR_RESPONSES, LIMIT_RESPONSES
 from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
 from infra.store import branches, forks

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from handlers.deps import CurrentUser, EventsDep, ServicesDep, strict_router
-from handlers.errors import ERROR_RESPONSES
+from handlers.error_responses import ERROR_RESPONSES
 from infra.events import CASCADE_CANCEL_EVENT, CASCADE_DECISION_EVENT, CascadeData, send_control
 from infra.store import cascades
 from infra.store.ids import ChatId

@@ -12,7 +12,7 @@ from pydantic.alias_generators import to_camel
 
 from agent.assistants import Assistants
 from handlers.deps import AssistantsDep, CurrentUser, ServicesDep, strict_router
-from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES
+from handlers.error_responses import ERROR_RESPONSES, LIMIT_RESPONSES
 from handlers.fields import NO_NUL, AssistantIdField
 from infra.store import assistants as chat_assistants
 from infra.store import chats, limits

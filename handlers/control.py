@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from handlers.deps import AssistantsDep, CurrentUser, EventsDep, ServicesDep, strict_router
-from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.error_responses import ERROR_RESPONSES
+from handlers.errors import ApiError
 from handlers.fields import NO_NUL, AssistantId, CallIdPath
 from infra.events import (
     ANSWER_EVENT,

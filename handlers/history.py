@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from handlers.deps import AssistantsDep, CurrentUser, ServicesDep, strict_router
-from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.error_responses import ERROR_RESPONSES
+from handlers.errors import ApiError
 from handlers.fields import NO_NUL, AssistantQuery
 from infra.store import branches, cascades
 from infra.store import history as history_store

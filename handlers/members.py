@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from handlers.deps import CurrentUser, ServicesDep, strict_router
-from handlers.errors import ERROR_RESPONSES, MEMBER_RESPONSES
+from handlers.error_responses import ERROR_RESPONSES, MEMBER_RESPONSES
 from handlers.fields import NO_NUL
 from infra.store import members
 from infra.store.ids import ChatId

@@ -16,7 +16,8 @@ from agent.assistants import Assistant
 from agent.mentions import mentioned
 from handlers.auth import AuthUser
 from handlers.deps import CurrentUser, TurnHostDep, strict_router
-from handlers.errors import ERROR_RESPONSES, LIMIT_RESPONSES, ApiError
+from handlers.error_responses import ERROR_RESPONSES, LIMIT_RESPONSES
+from handlers.errors import ApiError
 from handlers.fields import NO_NUL, AssistantId
 from handlers.sse import event_stream
 from infra.store import forks

@@ -13,7 +13,8 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from handlers.deps import CurrentUser, ServicesDep, strict_router
-from handlers.errors import ERROR_RESPONSES, ApiError
+from handlers.error_responses import ERROR_RESPONSES
+from handlers.errors import ApiError
 from handlers.fields import NO_NUL
 from infra.settings import ModelPrice
 from infra.store import usage

@@ -31,7 +31,7 @@ AGENT_LAZY_ONLY = "langchain"
 # What every module of handlers/ may import of handlers/; what two routes share beyond these
 # belongs in turns/. The app factory and the Lambda's entry put the routes together.
 HANDLERS_SHARED = frozenset(
-    f"handlers.{name}" for name in ("auth", "deps", "errors", "fields", "sse")
+    f"handlers.{name}" for name in ("auth", "deps", "errors", "error_responses", "fields", "sse")
 )
 HANDLERS_ASSEMBLY = frozenset({"handlers/app.py", "handlers/lambda_respond.py"})
 
