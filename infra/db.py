@@ -32,9 +32,13 @@ CONNECTION_KWARGS: dict[str, Any] = {
 
 
 # A connection back in the pool this recently is handed out again without the probe's round
-# trip, unless its socket has something to read: a server that closed it (a restart, a
-# terminated backend, a pooler recycling it) has sent its FATAL or EOF by then.
-RECENT_S = 1.0
+# trip, unless its socket has something to read. What ends a connection while it is idle says
+# so: a server or pooler that closes it (a restart, a failover, a terminated backend, an idle
+# timeout, a recycle) sends its FATAL, FIN or RST, which poll(2) sees. Only a middlebox that
+# forgets the connection says nothing, and they wait minutes first (AWS's NAT gateway: 350 s
+# idle, then RST to the next packet). Chat requests come seconds apart, and each request's
+# first statement waited for the probe while this was 1 s: a round trip before the first token.
+RECENT_S = 30.0
 
 
 def create_pool(database_url: str, *, max_size: int = 10, recent_s: float = RECENT_S) -> Pool:
