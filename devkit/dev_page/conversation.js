@@ -206,7 +206,14 @@ export function applyHistory(rows, body = {}) {
       message.answered = known.answered;
       message.steeredInto = known.steeredInto;
       message.local = known.local;
+      message.endedOnStream = known.endedOnStream;
       if (isStreamingHere(known)) message.content = known.content;
+      // A history read before the reply's end was stored, brought after its stream said it
+      // ended (as the feed's rows may be): the reply would step back to streaming.
+      if (known.endedOnStream && LIVE_REPLY_STATUSES.includes(message.status)) {
+        message.status = known.status;
+        message.content = known.content;
+      }
     }
     // A reply still in the background comes with its latest draft; the feed's are newer.
     if (row.draft) applyDraftTo(message, { seq: row.draft.seq, draft_content: row.draft.content });
