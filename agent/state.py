@@ -66,3 +66,18 @@ def checkpoint_schema(metadata: Mapping[str, Any] | None) -> int:
     """The version that wrote a checkpoint; those from before versions were recorded are 1."""
     version = (metadata or {}).get("schema_version", 1)
     return version if isinstance(version, int) else -1
+
+
+class IncompatibleCheckpoint(RuntimeError):
+    """The thread's checkpoint was written by a schema version this build cannot read."""
+
+
+def check_version(metadata: Mapping[str, Any] | None, checkpoint_id: str | None) -> None:
+    """IncompatibleCheckpoint unless this build can resume the checkpoint `checkpoint_id`,
+    whose metadata is `metadata`."""
+    version = checkpoint_schema(metadata)
+    if not readable_schema(version):
+        raise IncompatibleCheckpoint(
+            f"checkpoint {checkpoint_id} was written by schema version {version}; this build"
+            f" reads {OLDEST_READABLE_SCHEMA_VERSION} to {SCHEMA_VERSION}"
+        )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from typing import Annotated
 from uuid import UUID
@@ -23,13 +25,23 @@ from handlers.sse import event_stream
 from infra.store import forks
 from infra.store.ids import ChatId, MessageId, UserId, client_message_id
 from turns import cascade
-from turns.begun import Begun, begin
-from turns.routing import Addressees, NotInChat, TooManyAddressees, addressees, likely
+from turns.opened import Opened, open_likeliest
+from turns.routing import (
+    Addressees,
+    NotInChat,
+    TooManyAddressees,
+    addressees,
+    expected,
+    named,
+    route,
+)
 from turns.start import Strategy, post_to_chat
 from turns.streaming import TurnHost, new_turn, posted, stream_turn, turn_limits
 from turns.turn import Turn
 
 router = strict_router()
+# A new turn of the assistant given, answering the request (`new_turn` with its fields).
+TurnOf = Callable[..., Turn]
 
 
 class RespondRequest(BaseModel):
@@ -75,25 +87,25 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
         content=body.content,
         user_message_id=message_id,
     )
-    # Routing reads the chat; meanwhile the history of the likeliest first addressee loads,
-    # which is the one that answers unless the chat's own default differs. An edit first reads
-    # what it replaces.
-    likeliest = likely(host.assistants, content=body.content, assistant_id=body.assistant_id)
-    begun = begin(host, turn_of(likeliest)) if body.edit_of is None else None
-    route = await _routed(host, body, chat_id, user, begun)
+    # A new message's route is read with the start of the likeliest addressee's turn, in one
+    # round trip (turns/opened.py); an edit first reads what it replaces.
+    opened, route = (
+        await _open(host, body, chat_id, user, turn_of)
+        if body.edit_of is None
+        else (None, await _addressees(host, body, chat_id, user))
+    )
     if not route.answering:
         return await _post(host, chat_id, user.id, message_id, body)
     further: dict[str, forks.Edit] = {}
-    if begun is not None and route.first.id == begun.turn.assistant_id:
-        turn = begun.turn
+    if opened is not None and opened.begun is not None:
+        turn = opened.begun.turn
     else:
         edit = None
         if body.edit_of is not None:
             edit, further = await _edits(host, user, chat_id, route.first.id, body.edit_of)
         turn = turn_of(route.first, edit=edit)
     turn = turn.model_copy(update={"assistant_names": route.names})
-    if begun is not None:
-        begun = begun.retarget(host, turn)
+    begun = opened.begun_for(host, turn) if opened is not None else None
     others = _other_turns(host, turn, route, further)
     turn = turn.model_copy(update={"other_replies": {o.assistant_id: o.reply_id for o in others}})
     stream = await stream_turn(
@@ -104,6 +116,7 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
         started=started,
         others=others,
         begun=begun,
+        taken=opened is not None and opened.started,
     )
     if turn.edit is not None and route.names:
         # Where turns hear each other, other replies may have heard what the edit replaced.
@@ -111,20 +124,41 @@ async def respond(body: RespondRequest, user: CurrentUser, host: TurnHostDep) ->
     return event_stream(stream.events, turn=stream.turn)
 
 
-async def _routed(
-    host: TurnHost, body: RespondRequest, chat_id: ChatId, user: AuthUser, begun: Begun | None
-) -> Addressees:
-    """Who answers (`_addressees`); the turn `begun` for the likeliest is dropped when routing
-    fails or finds nobody to answer."""
+async def _open(
+    host: TurnHost, body: RespondRequest, chat_id: ChatId, user: AuthUser, turn_of: TurnOf
+) -> tuple[Opened | None, Addressees]:
+    """Who answers a new message, read with the start of the turn of the one most likely to
+    (turns/opened.py): nobody is guessed for a message naming several."""
+    settings = host.services.settings
+    with _routing_errors(chat_id):
+        asked = named(
+            host.assistants,
+            content=body.content,
+            assistant_id=body.assistant_id,
+            max_per_message=settings.max_assistants_per_message,
+        )
+    likeliest = expected(host.assistants, asked)
+    if likeliest is None:
+        return None, await _addressees(host, body, chat_id, user)
+    assistant, expect = likeliest
+    opened = await open_likeliest(
+        host,
+        turn_of(assistant),
+        expect=expect,
+        strategy=body.multitask_strategy,
+        limits=turn_limits(settings),
+    )
     try:
-        route = await _addressees(host, body, chat_id, user)
+        with _routing_errors(chat_id):
+            found = route(host.assistants, asked, opened.route)
     except BaseException:
-        if begun is not None:
-            begun.drop()
+        opened.drop()
         raise
-    if not route.answering and begun is not None:
-        begun.drop()
-    return route
+    # The chat confirmed the likeliest alone, or nothing started.
+    assert not opened.started or [a.id for a in found.answering] == [assistant.id]
+    if not found.answering:
+        opened.drop()
+    return opened, found
 
 
 def _cascade(host: TurnHost, turn: Turn, edit: forks.Edit) -> None:
@@ -211,11 +245,11 @@ async def _addressees(
     any chat: not to the chat's default, whose thread may not have that message."""
     settings = host.services.settings
     pool = await host.services.pool()
-    named = body.assistant_id
-    try:
-        if named is None and body.edit_of is not None and not _mentions(host, body.content):
+    asked = body.assistant_id
+    with _routing_errors(chat_id):
+        if asked is None and body.edit_of is not None and not _mentions(host, body.content):
             # As if the edit named it: refused if the assistant has left the chat since.
-            named = await forks.edited_assistant(
+            asked = await forks.edited_assistant(
                 pool, user.claims, chat_id=chat_id, message_id=body.edit_of
             )
         return await addressees(
@@ -224,9 +258,16 @@ async def _addressees(
             chat_id=chat_id,
             user_id=user.id,
             content=body.content,
-            assistant_id=named,
+            assistant_id=asked,
             max_per_message=settings.max_assistants_per_message,
         )
+
+
+@contextmanager
+def _routing_errors(chat_id: ChatId) -> Iterator[None]:
+    """Why nobody can answer, as the API says it."""
+    try:
+        yield
     except NotInChat as exc:
         who = exc.assistant
         raise ApiError(

@@ -1,5 +1,6 @@
-"""A turn begun before its route is known: its trace opened and its history loading, for the
-assistant most likely to answer, while respond reads who does (turns/routing.py)."""
+"""A turn begun: its trace opened and its history loading (or loaded, or run ahead), for the
+assistant most likely to answer when respond starts it with the route's read (turns/opened.py),
+else for the one that answers."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Begun:
-    """A turn's trace and its history load, begun: by `stream_turn`, or before the route is
-    known for the turn most likely to answer (`retarget` follows the route)."""
+    """A turn's trace and its history load, begun: by `stream_turn`, or with the start of the
+    turn most likely to answer (`retarget` follows the route)."""
 
     turn: Turn
     span: Span
@@ -50,21 +51,29 @@ class Begun:
         self.span.end()
 
 
-def begin(host: TurnHost, turn: Turn) -> Begun:
-    """Begin `turn`'s trace (it goes with the turn, into the background too) and load its
-    history, which stands between the request and its first token."""
-    span = telemetry.tracer.start_span(
+def begin(
+    host: TurnHost, turn: Turn, *, span: Span | None = None, read: dict[str, Any] | None = None
+) -> Begun:
+    """Begin `turn`'s trace (it goes with the turn, into the background too; `span`: begun
+    already) and load its history, which stands between the request and its first token
+    (`read`: its head as its start read it)."""
+    span = span or trace_turn(turn)
+    with trace.use_span(span):
+        return Begun(turn, span, asyncio.create_task(_load(host, turn, read)))
+
+
+def trace_turn(turn: Turn) -> Span:
+    """The span of `turn`'s whole trace."""
+    return telemetry.tracer.start_span(
         "invoke_agent handoff",
         attributes={"gen_ai.operation.name": "invoke_agent", **turn.attributes},
     )
-    with trace.use_span(span):
-        return Begun(turn, span, asyncio.create_task(_load(host, turn)))
 
 
-async def _load(host: TurnHost, turn: Turn) -> Run:
+async def _load(host: TurnHost, turn: Turn, read: dict[str, Any] | None = None) -> Run:
     pool = await host.services.pool()
     assistant = host.assistants.pick(turn.assistant_id)
-    return await load_run(pool, turn, assistant, host.services.settings)
+    return await load_run(pool, turn, assistant, host.services.settings, read=read)
 
 
 def drop_task(task: asyncio.Task[Any]) -> None:

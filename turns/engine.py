@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.messages.ai import UsageMetadata
 from langchain_core.runnables import RunnableConfig
@@ -36,29 +37,19 @@ from agent.graph import (
     stream_agent_text,
     unanswered_calls_closed,
 )
-from agent.state import (
-    OLDEST_READABLE_SCHEMA_VERSION,
-    SCHEMA_VERSION,
-    AgentState,
-    checkpoint_schema,
-    readable_schema,
-)
+from agent.state import AgentState, check_version
 from agent.threads import thread_config
 from infra import telemetry
 from infra.db import Conn, Pool
 from infra.settings import Settings
 from infra.store import branches
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
-from infra.store.heads import Head, load_active_into_memory
+from infra.store.heads import RECENT_HEADS, Head, load_active_into_memory, seed_active
 from infra.store.history_cache import HISTORY
 from infra.store.messages import MessageMetadata
 from turns.assistants import GRAPHS
 from turns.context import record_sources, unheard
 from turns.turn import Turn
-
-
-class IncompatibleCheckpoint(RuntimeError):
-    """The thread's checkpoint was written by a schema version this build cannot read."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +68,8 @@ class Run:
     heard: tuple[HumanMessage, ...] = ()
     # The head it was seeded with, as loaded: its opening reads it, not the seeded copy again.
     head: Head | None = None
+    # Its text from its opening, when the run began ahead of its start (turns/ahead.py).
+    ahead: AsyncIterator[str] | None = None
 
     async def state(self) -> StateSnapshot:
         return await self.graph.aget_state(self.config)
@@ -152,19 +145,24 @@ async def load_run(
     settings: Settings,
     *,
     opens: bool = True,
+    read: dict[str, Any] | None = None,
 ) -> Run:
-    """The turn's graph on the head of the chat's active branch; for a fork (an edit, a reply
-    answered again), on the checkpoint the replaced turn started from (none when it began the
-    thread). A later round (not `opens`) continues the thread's latest checkpoint."""
+    """The turn's graph on the head of the chat's active branch (`read` by the turn's start,
+    else read here); for a fork (an edit, a reply answered again), on the checkpoint the
+    replaced turn started from (none when it began the thread). A later round (not `opens`)
+    continues the thread's latest checkpoint."""
     memory = InMemorySaver()
     edit = turn.edit if opens else None  # a later round continues the turn's own checkpoints
     durable = durable_saver(pool, cache=HISTORY)
     known, branch, head = None, branches.MAIN_BRANCH, None
     with telemetry.tracer.start_as_current_span("load history"):
-        if opens and edit is None:  # the active branch and its head, in one round trip
+        if opens and edit is None and read is not None:
+            head = await seed_active(durable, memory, read, turn.thread_id)
+        elif opens and edit is None:  # the active branch and its head, in one round trip
             head = await load_active_into_memory(
                 durable, memory, turn.chat_id, turn.assistant_id, turn.thread_id
             )
+        if head is not None:
             known, branch = head.checkpoint_id, head.branch
         elif edit is None or edit.base_checkpoint_id is not None:
             base = edit.base_checkpoint_id if edit is not None else None
@@ -172,13 +170,30 @@ async def load_run(
         if edit is not None:
             # Named after its first message: the replacement of the edited one, or the new reply.
             branch = str(turn.reply_id if edit.regenerate else turn.user_message_id)
-    graph = _graph(turn, assistant, memory, settings)
+    run = run_on(memory, turn, assistant, settings, known=known, branch=branch, head=head)
+    return await hear(pool, turn, run) if opens else run
+
+
+def run_on(
+    memory: InMemorySaver,
+    turn: Turn,
+    assistant: Assistant,
+    settings: Settings,
+    *,
+    known: str | None,
+    branch: str,
+    head: Head | None,
+    callbacks: Sequence[BaseCallbackHandler] = (),
+) -> Run:
+    """The turn's graph on `memory`, seeded with `known` (`head`, as loaded) on `branch`."""
     config = thread_config(turn.thread_id)
     if turn.run_id:
         config["run_id"] = uuid.UUID(turn.run_id)
+    if callbacks:
+        config["callbacks"] = list(callbacks)
+    graph = _graph(turn, assistant, memory, settings)
     model = str(turn.model_spec.get("model", ""))
-    run = Run(graph, memory, known, config, model, branch, head=head)
-    return await hear(pool, turn, run) if opens else run
+    return Run(graph, memory, known, config, model, branch, head=head)
 
 
 async def hear(pool: Pool, turn: Turn, run: Run) -> Run:
@@ -212,20 +227,6 @@ def _graph(
     return graph.copy(update={"checkpointer": saver})
 
 
-def check_schema(state: StateSnapshot) -> None:
-    """IncompatibleCheckpoint unless this build can resume `state`'s checkpoint."""
-    _check_version(state.metadata, state.config.get("configurable", {}).get("checkpoint_id"))
-
-
-def _check_version(metadata: Mapping[str, Any] | None, checkpoint_id: str | None) -> None:
-    version = checkpoint_schema(metadata)
-    if not readable_schema(version):
-        raise IncompatibleCheckpoint(
-            f"checkpoint {checkpoint_id} was written by schema version {version}; this build"
-            f" reads {OLDEST_READABLE_SCHEMA_VERSION} to {SCHEMA_VERSION}"
-        )
-
-
 def began(state: StateSnapshot, turn: Turn) -> bool:
     """Whether `state`'s thread holds the turn's message: a round that opened it is stored."""
     if turn.user_message_id is None:
@@ -239,7 +240,7 @@ async def opening(run: Run, turn: Turn) -> AgentState:
     canceled job never ran (a model must see every call answered) and what the chat's other
     voices said that the thread has not seen."""
     before, metadata, checkpoint_id = await _seeded(run)
-    _check_version(metadata, checkpoint_id)
+    check_version(metadata, checkpoint_id)
     message = HumanMessage(content=turn.content or "", id=str(turn.user_message_id))
     messages: list[AnyMessage] = [
         *unanswered_calls_closed(before),
@@ -258,9 +259,12 @@ async def store_run(conn: Conn, run: Run, turn: Turn, *, opened: bool) -> Messag
     from and its branch (a fork opens one and makes it active); the reply's marks are returned
     for the caller to store: the head checkpoint, the one the turn began from and the branch
     (empty for a later round)."""
-    head = await copy_new_checkpoints(
+    newest = await copy_new_checkpoints(
         run.memory, durable_saver(conn), turn.thread_id, known=run.known
     )
+    head = None if newest is None else str(newest.checkpoint["id"])
+    if newest is not None:
+        RECENT_HEADS.remember(run.branch, newest)  # the next turn's likeliest head
     if not opened or turn.user_message_id is None:
         await branches.advance_head(conn, turn.reply_id, head)
         return {}

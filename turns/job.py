@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from agent.assistants import Assistants
 from agent.graph import state_values
 from agent.snapshot import APOLOGY, ASSISTANT_GONE, INCOMPATIBLE_VERSION, render_agent_snapshot
+from agent.state import IncompatibleCheckpoint, check_version
 from agent.usage import turn_usage
 from infra import telemetry
 from infra.events import EventSender, TurnPayload
@@ -29,7 +30,7 @@ from infra.large_outputs import LargeOutputs
 from infra.runtime import Services
 from infra.store import jobs, messages, pauses
 from turns import endings
-from turns.engine import IncompatibleCheckpoint, check_schema, durable_state
+from turns.engine import durable_state
 from turns.failures import JobFailed
 from turns.plan import Plan, PlanJson, asking_tools, plan_from
 from turns.prompts import Prompts
@@ -95,7 +96,7 @@ class BackgroundJob(JobScope):
             telemetry.RESUME_OVERHEAD.record(max(0.0, time.time() - turn.handed_off_at))
         state = await durable_state(pool, turn, self.assistant, settings)
         try:
-            check_schema(state)
+            check_version(state.metadata, state.config.get("configurable", {}).get("checkpoint_id"))
         except IncompatibleCheckpoint as exc:
             logger.error(
                 "checkpoint from an incompatible version", extra={**self.log, "error": str(exc)}

@@ -25,6 +25,7 @@ from agent.snapshot import (
     failed_text,
     render_agent_snapshot,
 )
+from agent.state import IncompatibleCheckpoint
 from agent.usage import turn_usage
 from infra import telemetry
 from infra.db import Conn, Pool, PoolClosed
@@ -34,7 +35,7 @@ from infra.store import erased_turns, jobs, outbox
 from infra.store.drafts import DraftWriter
 from infra.store.messages import MessageMetadata
 from turns import endings
-from turns.engine import IncompatibleCheckpoint, Run, opening, store_run
+from turns.engine import Run, opening, store_run
 from turns.turn import Turn
 
 logger = logging.getLogger(__name__)
@@ -210,7 +211,8 @@ async def _stream(
 ) -> None:
     """Relay the answer's tokens, each then into the reply's `draft`, until the answer pauses,
     ends or runs out of time: the draft then holds all that was shown."""
-    async for text in run.text(await opening(run, turn), deadline):
+    texts = run.ahead or run.text(await opening(run, turn), deadline)
+    async for text in texts:
         await emit("token", {"text": text})
         if not draft.text:
             telemetry.FIRST_TOKEN.record(telemetry.since(started))

@@ -11,7 +11,8 @@ else the chat's default; in a shared chat, nobody but those named.
 
 Each addressee must take part in the chat (NotInChat). One statement reads the chat's
 assistants and whether it is shared, if the sender owns it or is a member (if not, storing the
-message refuses it); respond loads the likeliest addressee's history meanwhile.
+message refuses it); for a new message, the same statement starts the turn of the one most
+likely to answer when the chat confirms it (`expected`, turns/opened.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from agent.assistants import Assistant, Assistants
 from agent.mentions import mentioned
 from infra.db import Pool
+from infra.store.admission import Expect
 from infra.store.assistants import ChatRoute, chat_route
 from infra.store.ids import ChatId, UserId
 
@@ -60,6 +62,44 @@ class Addressees:
         return self.answering[1:]
 
 
+def named(
+    assistants: Assistants, *, content: str, assistant_id: str | None, max_per_message: int
+) -> list[Assistant]:
+    """The assistants the request names: the one `assistant_id` names, else those `content`
+    @-mentions, in order (see the module's rules)."""
+    if assistant_id is not None:
+        return [assistants.pick(assistant_id)]
+    ids = mentioned(content, [(a.id, a.name) for a in assistants])
+    if len(ids) > max_per_message:
+        raise TooManyAddressees(max_per_message)
+    return [assistants.pick(i) for i in ids]
+
+
+def expected(assistants: Assistants, named: list[Assistant]) -> tuple[Assistant, Expect] | None:
+    """Who answers alone, from the request, if the chat confirms it (`handoff.open_turn`): the
+    one assistant it names, which must take part in the chat, or the deployment's default when
+    it names none, which must be the chat's default in a chat not shared. None when it names
+    several."""
+    if len(named) == 1:
+        return named[0], "named"
+    return (assistants.default, "default") if not named else None
+
+
+def route(assistants: Assistants, named: list[Assistant], chat: ChatRoute | None) -> Addressees:
+    """Who answers a message that names `named`, in `chat` (None: not the sender's chat;
+    storing the message refuses it, as it would any message, and says which)."""
+    if chat is None:
+        return Addressees(named or [assistants.default], {})
+    present = {a.assistant_id for a in chat.assistants}
+    for assistant in named:
+        if assistant.id not in present:
+            raise NotInChat(assistant)
+    if not named and not chat.shared:
+        default = next((a for a in chat.assistants if a.is_default), chat.assistants[0])
+        named = [assistants.pick(default.assistant_id)]
+    return Addressees(named, names_of(assistants, chat))
+
+
 async def addressees(
     pool: Pool,
     assistants: Assistants,
@@ -71,37 +111,12 @@ async def addressees(
     max_per_message: int,
 ) -> Addressees:
     """Who answers `content` in the chat (see the module's rules)."""
-    if assistant_id is not None:
-        named = [assistants.pick(assistant_id)]
-    else:
-        ids = mentioned(content, [(a.id, a.name) for a in assistants])
-        if len(ids) > max_per_message:
-            raise TooManyAddressees(max_per_message)
-        named = [assistants.pick(i) for i in ids]
+    asked = named(
+        assistants, content=content, assistant_id=assistant_id, max_per_message=max_per_message
+    )
     async with pool.connection() as conn:
         chat = await chat_route(conn, chat_id, user_id, assistants.default.id)
-    if chat is None:
-        # Not the user's chat (or no such user): storing the message refuses it, as it would
-        # any message, and says which.
-        return Addressees(named or [assistants.default], {})
-    present = {a.assistant_id for a in chat.assistants}
-    for assistant in named:
-        if assistant.id not in present:
-            raise NotInChat(assistant)
-    if not named and not chat.shared:
-        default = next((a for a in chat.assistants if a.is_default), chat.assistants[0])
-        named = [assistants.pick(default.assistant_id)]
-    return Addressees(named, _names(assistants, chat))
-
-
-def likely(assistants: Assistants, *, content: str, assistant_id: str | None) -> Assistant:
-    """Who most likely answers first, from the request alone: the assistant it names, else the
-    first one its content mentions, else the deployment's default. The chat's own default, when it
-    differs, is known only once `addressees` has read the chat."""
-    if assistant_id is not None:
-        return assistants.get(assistant_id) or assistants.default
-    ids = mentioned(content, [(a.id, a.name) for a in assistants])
-    return assistants.pick(ids[0]) if ids else assistants.default
+    return route(assistants, asked, chat)
 
 
 async def voices(
@@ -111,10 +126,10 @@ async def voices(
     of one assistant and its owner alone, or one that is not the user's."""
     async with pool.connection() as conn:
         chat = await chat_route(conn, chat_id, user_id, assistants.default.id)
-    return _names(assistants, chat)
+    return names_of(assistants, chat)
 
 
-def _names(assistants: Assistants, chat: ChatRoute | None) -> dict[str, str]:
+def names_of(assistants: Assistants, chat: ChatRoute | None) -> dict[str, str]:
     """Each assistant's name by id when the chat has several, for its turns to hear the others
     by; in a shared chat also when it has one, as its people's messages are heard by name."""
     if chat is None or (len(chat.assistants) == 1 and not chat.shared):

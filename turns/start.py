@@ -91,7 +91,7 @@ async def _start(
     turn_limits: TurnLimits,
     others: Sequence[Turn],
 ) -> Slot:
-    admitted = _admission(turn, strategy, turn_limits, others)
+    admitted = admission_of(turn, strategy, turn_limits, others)
     if not others:
         # The common case, a free slot, is one statement, its own transaction. A slot found
         # taken stores nothing: the turn contends for it in a transaction, from the start.
@@ -117,10 +117,11 @@ async def _start(
         return replace(slot, others_interrupted=interrupted)
 
 
-def _admission(
+def admission_of(
     turn: Turn, strategy: Strategy, turn_limits: TurnLimits, others: Sequence[Turn]
 ) -> admission.Admission:
-    """What `handoff.start_turn` admits for `turn`: its message, its slot, its reply."""
+    """What `handoff.start_turn` admits for `turn`: its message, its slot, its reply; `others`,
+    the turns of the further assistants it addresses."""
     assert turn.user_message_id is not None
     assert turn.content is not None
     addressees = [turn.assistant_id, *(o.assistant_id for o in others)]

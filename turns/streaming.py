@@ -115,11 +115,13 @@ async def stream_turn(
     started: float,
     others: Sequence[Turn] = (),
     begun: Begun | None = None,
+    taken: bool = False,
 ) -> TurnStream:
     """Start `turn` (its message stored, the chat's slot taken by `strategy`) and stream it;
     `others`, the turns of the further assistants the message addresses, start with it in the
     background. `started`: when its request began (perf_counter); `begun`: the turn's trace and
-    history load, when `begin` started them before its route was known."""
+    history load, when begun with its route; `taken`: the turn started already, alone, its
+    slot taken (turns/opened.py)."""
     pool = await host.services.pool()
     if begun is None:
         begun = begin(host, turn)
@@ -128,7 +130,10 @@ async def stream_turn(
     span = begun.span
     turn = turn.model_copy(update={"trace": telemetry.carrier(span)})
     others = [o.model_copy(update={"trace": turn.trace}) for o in others]
-    run, slot = await _start(pool, turn, strategy, claims, host, span, others, begun.run)
+    if taken:
+        run, slot = begun.run, Slot(queued=False)
+    else:
+        run, slot = await _start(pool, turn, strategy, claims, host, span, others, begun.run)
     if slot.steered is not None or slot.queued:
         drop_task(run)
         await _others_go(host, turn.chat_id, others, slot)

@@ -24,13 +24,16 @@ another's.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from psycopg import DatabaseError, errors
 from psycopg.types.json import Jsonb
 
 from infra.db import Conn
+from infra.store.assistants import ChatRoute, route_of
 from infra.store.chats import ChatNotFound, UnknownUser
 from infra.store.ids import ChatId, MessageId, UserId
 from infra.store.limits import (
@@ -55,6 +58,20 @@ select handoff.start_turn(
   %(run_id)s, %(event)s, %(reply_id)s::uuid, %(reply_metadata)s, %(slot_taken_aborts)s
 ) as took
 """
+
+
+OPEN_TURN_SQL = """
+select * from handoff.open_turn(
+  %(expect)s, %(fallback)s, %(thread_id)s, %(chat_id)s, %(user_id)s, %(assistant_id)s,
+  %(message_id)s, %(content)s, %(metadata)s, %(turns)s, %(replies)s, %(replaced)s::text[],
+  %(per_minute)s, %(window_s)s, %(max_active)s, %(daily_tokens)s::bigint, %(lease_s)s,
+  %(job_lease_s)s, %(job_key)s, %(run_id)s, %(event)s, %(reply_id)s::uuid, %(reply_metadata)s
+)
+"""
+# How the chat must confirm the assistant the request most likely goes to: one it names must
+# take part in the chat; the deployment's default, when it names none, must be the chat's
+# default in a chat not shared.
+Expect = Literal["named", "default"]
 
 
 class DuplicateMessage(RuntimeError):
@@ -87,6 +104,18 @@ class Admission:
     reply_metadata: MessageMetadata | None = None
 
 
+@dataclass(frozen=True)
+class Opened:
+    """What `open_turn` found: the chat's route (None: not the sender's chat, or no such
+    sender: a start refuses it); whether the turn started, or found the chat's slot taken with
+    nothing stored; and, started, the head it continues, as `handoff.active_checkpoint`'s row."""
+
+    route: ChatRoute | None
+    started: bool
+    slot_taken: bool
+    head: dict[str, Any] | None
+
+
 async def start(conn: Conn, admission: Admission, *, slot_taken_aborts: bool = False) -> bool:
     """Admit the message and start its turn (see the module); True when the turn took the
     chat's slot and its reply is stored, `streaming`. SlotTaken, with nothing stored, when
@@ -95,15 +124,41 @@ async def start(conn: Conn, admission: Admission, *, slot_taken_aborts: bool = F
     Refusals: TooManyTurns, TokenBudgetSpent, TooManyActiveTurns, ChatNotFound (neither the
     sender's chat nor one they are a member of), DuplicateMessage (a retried send), UnknownUser
     (no such user)."""
-    a = admission
     params = {
+        **_params(admission),
+        "stored": admission.stored,
+        "slot_taken_aborts": slot_taken_aborts,
+    }
+    async with _refusals(admission):
+        row = await (await conn.execute(START_TURN_SQL, params)).fetchone()
+    assert row is not None
+    return bool(row["took"])
+
+
+async def open_turn(
+    conn: Conn, admission: Admission, *, expect: Expect, fallback: str, thread_id: str
+) -> Opened:
+    """The chat's route and, when it confirms `expect` of the admission's assistant, the turn
+    started as `start` starts it (`slot_taken_aborts`), with the head it continues
+    (`handoff.open_turn`, migration 0027). `fallback`: the deployment's default assistant.
+    Refusals as `start`'s."""
+    params = {**_params(admission), "expect": expect, "fallback": fallback, "thread_id": thread_id}
+    async with _refusals(admission), conn.cursor() as cur:
+        await cur.execute(OPEN_TURN_SQL, params, binary=True)
+        row = await cur.fetchone()
+    assert row is not None
+    route = route_of(row, fallback) if row["visible"] else None
+    return Opened(route, row["started"], row["slot_taken"], row if row["started"] else None)
+
+
+def _params(a: Admission) -> dict[str, Any]:
+    return {
         "chat_id": a.chat_id,
         "user_id": a.user_id,
         "assistant_id": a.assistant_id,
         "message_id": a.message_id,
         "content": a.content,
         "metadata": Jsonb(a.metadata),
-        "stored": a.stored,
         "turns": max(a.addressees, 1),
         "replies": a.addressees,
         "replaced": list(a.replaced),
@@ -118,19 +173,21 @@ async def start(conn: Conn, admission: Admission, *, slot_taken_aborts: bool = F
         "event": a.event,
         "reply_id": a.reply_id,
         "reply_metadata": Jsonb(a.reply_metadata or {}),
-        "slot_taken_aborts": slot_taken_aborts,
     }
+
+
+@asynccontextmanager
+async def _refusals(admission: Admission) -> AsyncIterator[None]:
+    """A refusal of `handoff.start_turn` raised as what it means."""
     try:
-        row = await (await conn.execute(START_TURN_SQL, params)).fetchone()
+        yield
     except errors.ForeignKeyViolation as exc:
         raise UnknownUser from exc
     except DatabaseError as exc:
-        refusal = _refusal(exc, a)
+        refusal = _refusal(exc, admission)
         if refusal is None:
             raise
         raise refusal from exc
-    assert row is not None
-    return bool(row["took"])
 
 
 def _refusal(exc: DatabaseError, admission: Admission) -> Exception | None:

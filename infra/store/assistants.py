@@ -8,8 +8,9 @@ after the chat's row is locked so that two changes to one chat's assistants take
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from agent.assistants import Assistant
 from infra.db import Conn, fetch_rows
@@ -37,16 +38,8 @@ order by added_at, assistant_id
 # As the service, one statement on the path of every message: the chat's assistants and whether
 # it is shared (has members), if `user_id` owns it or is a member (one row of nulls for the
 # assistants: none written down), no row if not.
-CHAT_ROUTE_SQL = """
-select ca.assistant_id, ca.is_default,
-  exists (select 1 from public.chat_member m where m.chat_id = c.id) as shared
-from public.chat c
-left join public.chat_assistant ca on ca.chat_id = c.id
-where c.id = %(chat_id)s
-  and (c.user_id = %(user_id)s or exists (
-    select 1 from public.chat_member m where m.chat_id = c.id and m.user_id = %(user_id)s))
-order by ca.added_at, ca.assistant_id
-"""
+# One row, if the user owns the chat or is a member of it (migration 0027).
+CHAT_ROUTE_SQL = "select * from handoff.chat_route(%(chat_id)s, %(user_id)s)"
 LOCK_CHAT_SQL = "select 1 from public.chat where id = %s for no key update"
 INSERT_SQL = """
 insert into public.chat_assistant (chat_id, assistant_id, is_default) values (%s, %s, %s)
@@ -109,11 +102,16 @@ async def chat_route(
     `user_id` owns it or is a member; None if not. Checks that itself: `conn` may act as the
     service."""
     params = {"chat_id": chat_id, "user_id": user_id}
-    rows = await (await conn.execute(CHAT_ROUTE_SQL, params)).fetchall()
-    if not rows:
-        return None
-    written = [ChatAssistant(r["assistant_id"], r["is_default"]) for r in rows if r["assistant_id"]]
-    return ChatRoute(written or [ChatAssistant(fallback, is_default=True)], rows[0]["shared"])
+    row = await (await conn.execute(CHAT_ROUTE_SQL, params)).fetchone()
+    return None if row is None else route_of(row, fallback)
+
+
+def route_of(row: Mapping[str, Any], fallback: str) -> ChatRoute:
+    """A chat's route from `handoff.chat_route`'s columns; `fallback` (the deployment's
+    default) alone for a chat with no assistants written down."""
+    pairs = zip(row["assistant_ids"], row["defaults"], strict=True)
+    written = [ChatAssistant(a, d) for a, d in pairs]
+    return ChatRoute(written or [ChatAssistant(fallback, is_default=True)], row["shared"])
 
 
 async def set_chat_assistants(

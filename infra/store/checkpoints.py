@@ -250,23 +250,22 @@ async def seed_memory(memory: InMemorySaver, found: CheckpointTuple) -> str:
 
 async def copy_new_checkpoints(
     memory: InMemorySaver, durable: CompactSaver, thread_id: ThreadId, *, known: str | None
-) -> str | None:
+) -> CheckpointTuple | None:
     """Store the newest checkpoint `memory` holds, and its pending writes, as the child of
     `known` (the seeded one, None for a new thread): the supersteps between them are not kept.
-    Returns the newest id."""
+    Returns the newest, as stored (None: `memory` holds none)."""
     tuples = [t async for t in memory.alist(thread_config(thread_id))]
     if not tuples:
         return None
     newest = tuples[0]
-    newest_id = str(newest.checkpoint["id"])
-    if newest_id == known:
-        return newest_id
+    if str(newest.checkpoint["id"]) == known:
+        return newest
     base = next((t.checkpoint for t in tuples if str(t.checkpoint["id"]) == known), None)
     stored = await durable.aput_after(
         base, _child_of(newest, known), newest.checkpoint, newest.metadata
     )
     await _put_writes(durable, stored, newest.pending_writes)
-    return newest_id
+    return newest._replace(parent_config=_child_of(newest, known) if known else None)
 
 
 def _child_of(item: CheckpointTuple, parent_id: str | None) -> RunnableConfig:

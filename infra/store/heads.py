@@ -10,10 +10,13 @@ blobs and pending writes as the saver's own query reads them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agent.threads import ThreadId, thread_config
@@ -54,6 +57,14 @@ async def load_active_into_memory(
     async with durable._cursor() as cur:
         await cur.execute(ACTIVE_CHECKPOINT_SQL, params, binary=True)
         row: dict[str, Any] | None = await cur.fetchone()
+    return await seed_active(durable, memory, row, thread_id)
+
+
+async def seed_active(
+    durable: CompactSaver, memory: InMemorySaver, row: dict[str, Any] | None, thread_id: ThreadId
+) -> Head:
+    """Seed `memory` with the head `row` holds, in `handoff.active_checkpoint`'s columns as
+    read in binary (here, or by `handoff.open_turn`), and return it."""
     branch, head = (str(row["branch"]), row["head"]) if row else (MAIN_BRANCH, None)
     if row is None or row["checkpoint_id"] is None:
         if head is not None:
@@ -72,3 +83,46 @@ async def load_active_into_memory(
         None if found.pending_writes else found.checkpoint["channel_values"].get("messages", ())
     )
     return Head(branch, await seed_memory(memory, found), messages, found.metadata)
+
+
+# How many threads' heads a process recalls, for how long, and up to what length.
+RECALLED_THREADS = 128
+RECALLED_FOR_S = 120.0
+RECALLED_MESSAGES = 200
+
+
+class RecentHeads:
+    """The head each thread's last run in this process stored, as that run held it: what the
+    thread's next turn most likely continues, to run ahead on (turns/ahead.py). Only a guess:
+    the database's head, read as the turn starts, says whether it still is; a head that is not
+    is forgotten. The least recently stored go first, and each after `RECALLED_FOR_S`."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._heads: OrderedDict[str, tuple[float, str, CheckpointTuple]] = OrderedDict()
+
+    def remember(self, branch: str, head: CheckpointTuple) -> None:
+        """`head`, just stored on `branch` of its thread, unless it has pending writes (only
+        the thread's state applies them) or too long a history to hold."""
+        thread_id = str(head.config["configurable"]["thread_id"])
+        messages = head.checkpoint["channel_values"].get("messages", ())
+        self._heads.pop(thread_id, None)
+        if head.pending_writes or len(messages) > RECALLED_MESSAGES:
+            return
+        self._heads[thread_id] = (self._clock(), branch, head)
+        while len(self._heads) > RECALLED_THREADS:
+            self._heads.popitem(last=False)
+
+    def recall(self, thread_id: str) -> tuple[str, CheckpointTuple] | None:
+        """The branch and head last stored for the thread, if recent."""
+        now = self._clock()
+        while self._heads and next(iter(self._heads.values()))[0] < now - RECALLED_FOR_S:
+            self._heads.popitem(last=False)
+        found = self._heads.get(thread_id)
+        return None if found is None else found[1:]
+
+    def forget(self, thread_id: str) -> None:
+        self._heads.pop(thread_id, None)
+
+
+RECENT_HEADS = RecentHeads()

@@ -151,7 +151,9 @@ async def test_checkpoints_copy_from_memory_and_back(pool: Pool) -> None:
     graph = build_agent_graph(model, demo_tools(), memory)
     await graph.ainvoke({"messages": [HumanMessage("/calc 1+1")]}, config)
     # WHEN it is stored in Postgres
-    newest = await copy_new_checkpoints(memory, durable_saver(pool), thread_id, known=None)
+    stored = await copy_new_checkpoints(memory, durable_saver(pool), thread_id, known=None)
+    assert stored is not None
+    newest = stored.checkpoint["id"]
     # THEN the durable graph resumes from exactly that state
     durable = build_agent_graph(model, demo_tools(), durable_saver(pool))
     state = await durable.aget_state(config)

@@ -13,6 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from agent.threads import ThreadId, thread_config, thread_key
 from infra.db import Pool
 from infra.store.checkpoints import durable_saver, load_latest_into_memory
+from infra.store.heads import RECENT_HEADS
 from infra.store.history_cache import HISTORY, HistoryCache
 from tests.infra.test_retention import chain
 from tests.support import create_user_with_chat, fetch, running_stack, token_for
@@ -90,10 +91,12 @@ async def test_turns_fill_the_cache_and_load_what_their_rows_hold(
             content = f"turn {n} {canary}" if n == 2 else f"turn {n}"
             events = await stack.respond(token, {"chatId": str(chat_id), "content": content})
             assert events[-1][0] == "done"
-        # THEN the turns' loads left the thread's lists in the process's cache, canary included
-        assert any(canary in str(items) for items in HISTORY.held(thread).values())
-        # AND the thread loads through it as it does from its rows
+        # THEN the thread loads through the cache as it does from its rows, and the load left
+        # its lists there, canary included
         assert await loaded(pool, thread, HISTORY) == await loaded(pool, thread, None)
+        assert any(canary in str(items) for items in HISTORY.held(thread).values())
+        # AND the process recalls the head the last turn stored, to run the next turn ahead on
+        assert canary in str(RECENT_HEADS.recall(thread))
 
         # WHEN the user deletes the canary's message (the thread is cut at its turn)
         [second] = await fetch(
@@ -110,6 +113,12 @@ async def test_turns_fill_the_cache_and_load_what_their_rows_hold(
         assert after == await loaded(pool, thread, None)
         assert contents(after)[0] == "turn 1"
         assert not any(canary in str(items) for items in HISTORY.held(thread).values())
+        # AND the next turn runs on the cut thread, not on the head recalled, which is gone
+        events = await stack.respond(token, {"chatId": str(chat_id), "content": "turn 6"})
+        assert events[-1][0] == "done"
+        assert canary not in str(RECENT_HEADS.recall(thread))
+        said = contents(await loaded(pool, thread, None))
+        assert [said[0], said[2], len(said)] == ["turn 1", "turn 6", 4]
 
         # WHEN the chat is deleted
         response = await stack.call("DELETE", f"/api/chats/{chat_id}", token)

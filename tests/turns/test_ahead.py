@@ -1,0 +1,142 @@
+"""A turn run ahead of its start (turns/ahead.py): no node of the assistant's graph runs for a
+message the start refuses, and a turn whose thread another process moved on runs on the head
+the database holds, the model asked once."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+
+from agent.assistants import Assistant, Assistants
+from agent.graph import AgentParts, route_after_agent
+from agent.state import AgentState
+from agent.threads import thread_key
+from bench.stack import child_server
+from infra.store.heads import RECENT_HEADS
+from tests.api import parse_sse
+from tests.fake_providers import serve_fake_providers
+from tests.fake_providers.varying import Varying
+from tests.support import (
+    create_user_with_chat,
+    durable_messages,
+    fetch,
+    running_stack,
+    token_for,
+)
+from turns.ahead import Gate
+
+# What the noting assistant's first node saw, message by message: its side effect.
+NOTED: list[str] = []
+
+
+async def noting_graph_node(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+    NOTED.append(str(state["messages"][-1].content))
+    return {}
+
+
+def noting_graph(parts: AgentParts) -> StateGraph[AgentState, None, AgentState, AgentState]:
+    """A node that notes the user's last words, as an assistant's own code may act on them
+    (call a service, spend money), before Handoff's tool loop."""
+
+    builder = StateGraph(AgentState)
+    builder.add_node("note", noting_graph_node)
+    builder.add_node("agent", parts.agent)
+    builder.add_node("tools", parts.tool_node())
+    builder.add_edge(START, "note")
+    builder.add_edge("note", "agent")
+    builder.add_conditional_edges("agent", route_after_agent)
+    builder.add_edge("tools", "agent")
+    return builder
+
+
+NOTER = Assistant(id="noter", name="Noter", graph=noting_graph)
+
+
+async def test_the_gate_holds_every_node_until_it_opens() -> None:
+    # GIVEN a graph whose first node notes what it is given, run with the gate as a callback
+    builder = StateGraph(AgentState)
+    builder.add_node("note", noting_graph_node)
+    builder.add_edge(START, "note")
+    graph = builder.compile(checkpointer=InMemorySaver())
+    gate = Gate()
+    NOTED.clear()
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}, "callbacks": [gate]}
+    run = asyncio.create_task(graph.ainvoke({"messages": [HumanMessage("held")]}, config))
+    # WHEN the run has had every chance to go on
+    await asyncio.sleep(0.05)
+    # THEN the node has not run; once the gate opens, it runs, once
+    assert NOTED == []
+    assert not run.done()
+    gate.open()
+    await run
+    assert NOTED == ["held"]
+
+
+async def test_no_node_runs_for_a_message_its_start_refuses(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    body = {"chatId": str(chat_id)}
+    NOTED.clear()
+    async with running_stack(
+        database_url, assistants=Assistants([NOTER]), max_turns_per_minute=2
+    ) as stack:
+        # GIVEN two turns, the second run ahead on the head the first stored
+        for words in ("one", "two"):
+            events = await stack.respond(token, {**body, "content": words})
+            assert events[-1][0] == "done"
+        assert RECENT_HEADS.recall(thread_key(chat_id, "noter")) is not None
+        # WHEN a third message goes past the user's turns per minute
+        refused = await stack.respond_response(token, {**body, "content": "three"})
+    # THEN it is refused, and no node of the graph ran for it, though its run began ahead
+    assert refused.status_code == 429
+    assert NOTED == ["one", "two"]
+
+
+async def test_a_turn_runs_on_the_head_another_process_stored(database_url: str) -> None:
+    user_id, chat_id = await create_user_with_chat(database_url)
+    token = token_for(user_id)
+    async with serve_fake_providers() as fake:
+        fake.vary(Varying())
+        model: dict[str, Any] = {
+            "model": "openai:gpt-4o-mini",
+            "openai_base_url": fake.openai_base_url,
+            "openai_api_key": "test-key",
+        }
+        async with (
+            running_stack(database_url, **model) as here,
+            child_server("handoff", database_url, **model) as there,
+            httpx.AsyncClient(base_url=there, timeout=30) as other,
+        ):
+            # GIVEN a turn in this process, which recalls the head it stored
+            first = await here.respond(token, {"chatId": str(chat_id), "content": "first"})
+            assert first[-1][0] == "done"
+            # AND a turn of the same chat in another process, which moves the thread on
+            response = await other.post(
+                "/api/chat/respond",
+                json={"chatId": str(chat_id), "content": "second"},
+                headers={"Authorization": f"Bearer {token}"},
+            )
+            assert parse_sse(response.content)[-1][0] == "done"
+            # WHEN the next message comes to this process again
+            third = await here.respond(token, {"chatId": str(chat_id), "content": "third"})
+        asked = [str(r.body) for r in fake.requests]
+    # THEN it answers on the thread as stored, the other process's turn in it
+    assert third[-1][0] == "done"
+    said = [str(m.content) for m in await durable_messages(database_url, chat_id, "default")]
+    assert said[0::2] == ["first", "second", "third"]
+    assert said[5] == third[-1][1]["content"]
+    # AND the model was asked once a turn, the third time with the second turn's answer in it
+    assert len(asked) == 3
+    assert said[3] in asked[2] or said[3].replace('"', '\\"') in asked[2]
+    replies = await fetch(
+        database_url,
+        "select count(*) as n from message where chat_id = %s and role = 'assistant'",
+        chat_id,
+    )
+    assert replies[0]["n"] == 3
