@@ -25,6 +25,8 @@ TOOL = "/calc 6*7"
 RESPOND_PATH = "/api/chat/respond"
 # Every chat carries at most this many turns, so history loads read a short real history.
 TURNS_PER_CHAT = 10
+# The pause before each run of the idle first tokens.
+IDLE_S = 1.0
 
 Side = str  # "handoff" | "floor" | "langgraph"
 
@@ -32,6 +34,8 @@ Side = str  # "handoff" | "floor" | "langgraph"
 @dataclass
 class QuickPathFigures:
     first_token: dict[Side, list[float]] = field(default_factory=dict)
+    # Each run after IDLE_S with nothing to do, as a deployment between a chat's messages.
+    first_token_idle: dict[Side, list[float]] = field(default_factory=dict)
     runs_per_s: dict[Side, float] = field(default_factory=dict)
     handoff: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
@@ -75,23 +79,43 @@ class Sides:
 
 
 async def first_tokens(sides: Sides, runs: int, figures: QuickPathFigures) -> None:
+    """Handoff and the floor alternately, back to back; then the LangGraph server on its own
+    (its runs take a second each, which would leave the others idle between theirs); then
+    Handoff and the floor again, each run after `IDLE_S` of nothing."""
     chats = await create_chats(sides.database_url, sides.user, max(1, runs // TURNS_PER_CHAT))
     threads = await _threads(sides, runs + 1)
-    turns: dict[Side, Callable[[int], Awaitable[float]]] = {
+    pair: dict[Side, Callable[[int], Awaitable[float]]] = {
         "handoff": lambda i: _ft(sides.handoff_turn(chats[i % len(chats)], PLAIN)),
         "floor": lambda i: _ft(sides.floor_turn(PLAIN)),
     }
+    for side in pair:  # one warm-up each (imports, pools, first compile), on its own thread
+        await pair[side](-1)
+    await _alternate(pair, runs, figures.first_token, figures.errors)
     if threads:
-        turns["langgraph"] = lambda i: sides.langgraph_turn(threads[i + 1], PLAIN)
+        langgraph: dict[Side, Callable[[int], Awaitable[float]]] = {
+            "langgraph": lambda i: sides.langgraph_turn(threads[i + 1], PLAIN)
+        }
+        await langgraph["langgraph"](-1)
+        await _alternate(langgraph, runs, figures.first_token, figures.errors)
+    await _alternate(pair, max(1, runs // 5), figures.first_token_idle, figures.errors, IDLE_S)
+
+
+async def _alternate(
+    turns: dict[Side, Callable[[int], Awaitable[float]]],
+    runs: int,
+    into: dict[Side, list[float]],
+    errors: list[str],
+    idle_s: float = 0,
+) -> None:
+    """`runs` first tokens a side, the sides taking turns to go first; `idle_s` before each."""
     order = list(turns)
-    for side in order:  # one warm-up each (imports, pools, first compile), on its own thread
-        await turns[side](-1)
     for i in range(runs):
         for side in order[i % len(order) :] + order[: i % len(order)]:
+            await asyncio.sleep(idle_s)
             try:
-                figures.first_token.setdefault(side, []).append(await turns[side](i))
+                into.setdefault(side, []).append(await turns[side](i))
             except Exception as exc:
-                figures.errors.append(f"first token, {side}, run {i}: {exc!r}")
+                errors.append(f"first token, {side}, run {i}: {exc!r}")
 
 
 async def _threads(sides: Sides, count: int) -> list[str]:
