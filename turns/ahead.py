@@ -15,12 +15,14 @@ chat. Else it is dropped, nothing of it seen or stored, and the turn runs on the
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler
+from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import START
 
@@ -33,6 +35,8 @@ from turns.turn import Turn
 
 if TYPE_CHECKING:
     from turns.streaming import TurnHost
+
+logger = logging.getLogger(__name__)
 
 
 class Gate(AsyncCallbackHandler):
@@ -102,7 +106,15 @@ async def run_ahead(host: TurnHost, turn: Turn) -> Ahead | None:
     recalled = RECENT_HEADS.recall(turn.thread_id)
     if recalled is None:
         return None
-    branch, stored = recalled
+    try:
+        return await _ahead(host, turn, *recalled)
+    except Exception:
+        # Never the turn's failure: it runs on the head its start reads, and says why there.
+        logger.warning("could not run the turn ahead", extra=turn.log, exc_info=True)
+        return None
+
+
+async def _ahead(host: TurnHost, turn: Turn, branch: str, stored: CheckpointTuple) -> Ahead:
     settings = host.services.settings
     memory = InMemorySaver()
     known = await seed_memory(memory, stored)
@@ -113,10 +125,7 @@ async def run_ahead(host: TurnHost, turn: Turn) -> Ahead | None:
     run = run_on(
         memory, turn, assistant, settings, known=known, branch=branch, head=head, callbacks=[gate]
     )
-    try:
-        graph_input = await opening(run, turn)
-    except Exception:
-        return None
+    graph_input = await opening(run, turn)
     deadline = asyncio.get_running_loop().time() + settings.quick_budget_s
     texts = run.text(graph_input, deadline)
     first = asyncio.create_task(_first(texts))

@@ -23,7 +23,7 @@ from infra.store.assistants import ChatRoute
 from infra.store.heads import RECENT_HEADS
 from infra.store.limits import TurnLimits
 from turns.ahead import Ahead, run_ahead
-from turns.begun import Begun, begin, trace_turn
+from turns.begun import Begun, begin, drop_task, trace_turn
 from turns.engine import Run
 from turns.routing import names_of
 from turns.start import Strategy, admission_of
@@ -72,15 +72,16 @@ async def open_likeliest(
     as `expect` says, its run begun ahead meanwhile (turns/ahead.py). Refusals raise as a
     start's (turns/start.py), nothing stored."""
     span = trace_turn(turn)
+    ahead = None
     with trace.use_span(span):
         started = asyncio.create_task(_open(host, turn, expect, strategy, limits))
-        await asyncio.sleep(0)  # the statement goes out before the run ahead takes the loop
-        ahead = await run_ahead(host, turn)
         try:
+            await asyncio.sleep(0)  # the statement goes out before the run ahead takes the loop
+            ahead = await run_ahead(host, turn)
             opened = await started
         except BaseException:
-            if ahead is not None:
-                ahead.drop()
+            drop_task(started)
+            _dropped(ahead)
             span.end()
             raise
     if not (opened.started or opened.slot_taken):
