@@ -103,7 +103,7 @@ class Ahead:
 async def run_ahead(host: TurnHost, turn: Turn) -> Ahead | None:
     """`turn` run ahead on its thread's recalled head, held before its first node; None when
     no head is recalled or the run could not begin (the turn's own start says why)."""
-    recalled = RECENT_HEADS.recall(turn.thread_id)
+    recalled = RECENT_HEADS.take(turn.thread_id)
     if recalled is None:
         return None
     try:

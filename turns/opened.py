@@ -20,7 +20,6 @@ from opentelemetry.trace import Span
 from infra import telemetry
 from infra.store import admission
 from infra.store.assistants import ChatRoute
-from infra.store.heads import RECENT_HEADS
 from infra.store.limits import TurnLimits
 from turns.ahead import Ahead, run_ahead
 from turns.begun import Begun, begin, drop_task, trace_turn
@@ -92,8 +91,6 @@ async def open_likeliest(
     if ahead is not None and opened.started and ahead.confirmed_by(opened.head) and not hears:
         run = ahead.go()
         return Opened(opened.route, span, Begun(turn, span, _ready(run)), True, ahead)
-    if opened.started:
-        RECENT_HEADS.forget(turn.thread_id)
     _dropped(ahead)
     begun = begin(host, turn, span=span, read=opened.head)
     return Opened(opened.route, span, begun, opened.started)

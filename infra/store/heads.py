@@ -94,8 +94,9 @@ RECALLED_MESSAGES = 200
 class RecentHeads:
     """The head each thread's last run in this process stored, as that run held it: what the
     thread's next turn most likely continues, to run ahead on (turns/ahead.py). Only a guess:
-    the database's head, read as the turn starts, says whether it still is; a head that is not
-    is forgotten. The least recently stored go first, and each after `RECALLED_FOR_S`."""
+    the database's head, read as the turn starts, says whether it still is. Each is taken by
+    the thread's next turn; the least recently stored go first, and each after
+    `RECALLED_FOR_S`, so a deleted chat's last head stays in memory that long at most."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -113,16 +114,19 @@ class RecentHeads:
         while len(self._heads) > RECALLED_THREADS:
             self._heads.popitem(last=False)
 
-    def recall(self, thread_id: str) -> tuple[str, CheckpointTuple] | None:
-        """The branch and head last stored for the thread, if recent."""
+    def take(self, thread_id: str) -> tuple[str, CheckpointTuple] | None:
+        """The branch and head last stored for the thread, if recent, no longer held: the
+        turn that takes it stores the thread's next head, or fails."""
         now = self._clock()
         while self._heads and next(iter(self._heads.values()))[0] < now - RECALLED_FOR_S:
             self._heads.popitem(last=False)
-        found = self._heads.get(thread_id)
+        found = self._heads.pop(thread_id, None)
         return None if found is None else found[1:]
 
-    def forget(self, thread_id: str) -> None:
-        self._heads.pop(thread_id, None)
+    def held(self, thread_id: str) -> CheckpointTuple | None:
+        """The head held for the thread, left held."""
+        found = self._heads.get(thread_id)
+        return None if found is None else found[2]
 
 
 RECENT_HEADS = RecentHeads()

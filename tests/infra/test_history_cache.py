@@ -96,7 +96,7 @@ async def test_turns_fill_the_cache_and_load_what_their_rows_hold(
         assert await loaded(pool, thread, HISTORY) == await loaded(pool, thread, None)
         assert any(canary in str(items) for items in HISTORY.held(thread).values())
         # AND the process recalls the head the last turn stored, to run the next turn ahead on
-        assert canary in str(RECENT_HEADS.recall(thread))
+        assert canary in str(RECENT_HEADS.held(thread))
 
         # WHEN the user deletes the canary's message (the thread is cut at its turn)
         [second] = await fetch(
@@ -116,7 +116,7 @@ async def test_turns_fill_the_cache_and_load_what_their_rows_hold(
         # AND the next turn runs on the cut thread, not on the head recalled, which is gone
         events = await stack.respond(token, {"chatId": str(chat_id), "content": "turn 6"})
         assert events[-1][0] == "done"
-        assert canary not in str(RECENT_HEADS.recall(thread))
+        assert canary not in str(RECENT_HEADS.held(thread))
         said = contents(await loaded(pool, thread, None))
         assert [said[0], said[2], len(said)] == ["turn 1", "turn 6", 4]
 

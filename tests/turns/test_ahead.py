@@ -90,7 +90,7 @@ async def test_no_node_runs_for_a_message_its_start_refuses(database_url: str) -
         for words in ("one", "two"):
             events = await stack.respond(token, {**body, "content": words})
             assert events[-1][0] == "done"
-        assert RECENT_HEADS.recall(thread_key(chat_id, "noter")) is not None
+        assert RECENT_HEADS.held(thread_key(chat_id, "noter")) is not None
         # WHEN a third message goes past the user's turns per minute
         refused = await stack.respond_response(token, {**body, "content": "three"})
     # THEN it is refused, and no node of the graph ran for it, though its run began ahead
