@@ -73,7 +73,6 @@ class Ahead:
     """A turn's run begun ahead of its start, held before its first node."""
 
     run: Run
-    checkpoint_id: str
     gate: Gate
     first: asyncio.Task[str | None]
 
@@ -84,7 +83,7 @@ class Ahead:
         began = self.run.head.metadata if self.run.head is not None else None
         return (
             head is not None
-            and head["checkpoint_id"] == self.checkpoint_id
+            and head["checkpoint_id"] == self.run.known
             and head["branch"] == self.run.branch
             and not head["pending_writes"]
             and checkpoint_schema(head["metadata"]) == checkpoint_schema(began)
@@ -129,7 +128,7 @@ async def _ahead(host: TurnHost, turn: Turn, branch: str, stored: CheckpointTupl
     deadline = asyncio.get_running_loop().time() + settings.quick_budget_s
     texts = run.text(graph_input, deadline)
     first = asyncio.create_task(_first(texts))
-    return Ahead(replace(run, ahead=_after(first, texts)), known, gate, first)
+    return Ahead(replace(run, ahead=_after(first, texts)), gate, first)
 
 
 async def _first(texts: AsyncIterator[str]) -> str | None:

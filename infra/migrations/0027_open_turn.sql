@@ -74,18 +74,16 @@ declare
   v_ids text[];
   v_defaults boolean[];
   v_shared boolean;
+  v_visible boolean;
   v_answers boolean;
+  v_started boolean := false;
+  v_slot_taken boolean := false;
 begin
   select r.assistant_ids, r.defaults, r.shared into v_ids, v_defaults, v_shared
   from handoff.chat_route(p_chat_id, p_user_id) r;
-  if not found then
-    -- Not the sender's chat (or no such sender): the caller's start says which.
-    return query select false, null::text[], null::boolean[], null::boolean, false, false,
-      null::text, null::text, null::text, null::jsonb, null::text, null::text, null::text,
-      null::jsonb, null::bytea[], null::bytea[];
-    return;
-  end if;
-  v_answers := case p_expect
+  -- Not found: not the sender's chat (or no such sender), and the caller's start says which.
+  v_visible := found;
+  v_answers := v_visible and case p_expect
     when 'named' then p_assistant_id = any (v_ids) or (
       cardinality(v_ids) = 0 and p_assistant_id = p_fallback)
     when 'default' then not v_shared and p_assistant_id = coalesce(
@@ -99,19 +97,19 @@ begin
         p_turns, p_replies, p_replaced, p_per_minute, p_window_s, p_max_active,
         p_daily_tokens, p_lease_s, p_job_lease_s, p_job_key, p_run_id, p_event, p_reply_id,
         p_reply_metadata, true);
+      v_started := true;
     exception when sqlstate 'HF006' then
-      return query select true, v_ids, v_defaults, v_shared, false, true, null::text,
-        null::text, null::text, null::jsonb, null::text, null::text, null::text, null::jsonb,
-        null::bytea[], null::bytea[];
-      return;
+      v_slot_taken := true;
     end;
+  end if;
+  if v_started then
     return query select true, v_ids, v_defaults, v_shared, true, false, a.*
       from handoff.active_checkpoint(p_chat_id, p_assistant_id, p_thread_id) a;
-    return;
+  else
+    return query select v_visible, v_ids, v_defaults, v_shared, false, v_slot_taken,
+      null::text, null::text, null::text, null::jsonb, null::text, null::text, null::text,
+      null::jsonb, null::bytea[], null::bytea[];
   end if;
-  return query select true, v_ids, v_defaults, v_shared, false, false, null::text, null::text,
-    null::text, null::jsonb, null::text, null::text, null::text, null::jsonb, null::bytea[],
-    null::bytea[];
 end
 $$;
 
