@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import httpx
+import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -16,6 +17,7 @@ from langgraph.graph import START, StateGraph
 from agent.assistants import Assistant, Assistants
 from agent.graph import AgentParts, route_after_agent
 from agent.state import AgentState
+from agent.text import visible_text
 from agent.threads import thread_key
 from bench.stack import child_server
 from infra.store.heads import RECENT_HEADS
@@ -98,15 +100,20 @@ async def test_no_node_runs_for_a_message_its_start_refuses(database_url: str) -
     assert NOTED == ["one", "two"]
 
 
-async def test_a_turn_runs_on_the_head_another_process_stored(database_url: str) -> None:
+@pytest.mark.parametrize("model_name", ["openai:gpt-4o-mini", "anthropic:claude-haiku-4-5"])
+async def test_a_turn_runs_on_the_head_another_process_stored(
+    database_url: str, model_name: str
+) -> None:
     user_id, chat_id = await create_user_with_chat(database_url)
     token = token_for(user_id)
     async with serve_fake_providers() as fake:
         fake.vary(Varying())
         model: dict[str, Any] = {
-            "model": "openai:gpt-4o-mini",
+            "model": model_name,
             "openai_base_url": fake.openai_base_url,
             "openai_api_key": "test-key",
+            "anthropic_base_url": fake.anthropic_base_url,
+            "anthropic_api_key": "test-key",
         }
         async with (
             running_stack(database_url, **model) as here,
@@ -128,7 +135,7 @@ async def test_a_turn_runs_on_the_head_another_process_stored(database_url: str)
         asked = [str(r.body) for r in fake.requests]
     # THEN it answers on the thread as stored, the other process's turn in it
     assert third[-1][0] == "done"
-    said = [str(m.content) for m in await durable_messages(database_url, chat_id, "default")]
+    said = [visible_text(m) for m in await durable_messages(database_url, chat_id, "default")]
     assert said[0::2] == ["first", "second", "third"]
     assert said[5] == third[-1][1]["content"]
     # AND the model was asked once a turn, the third time with the second turn's answer in it
