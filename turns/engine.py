@@ -156,13 +156,14 @@ async def load_run(
     durable = durable_saver(pool, cache=HISTORY)
     known, branch, head = None, branches.MAIN_BRANCH, None
     with telemetry.tracer.start_as_current_span("load history"):
-        if opens and edit is None and read is not None:
-            head = await seed_active(durable, memory, read, turn.thread_id)
-        elif opens and edit is None:  # the active branch and its head, in one round trip
-            head = await load_active_into_memory(
-                durable, memory, turn.chat_id, turn.assistant_id, turn.thread_id
+        if opens and edit is None:  # the active branch and its head, in one round trip
+            head = await (
+                seed_active(durable, memory, read, turn.thread_id)
+                if read is not None
+                else load_active_into_memory(
+                    durable, memory, turn.chat_id, turn.assistant_id, turn.thread_id
+                )
             )
-        if head is not None:
             known, branch = head.checkpoint_id, head.branch
         elif edit is None or edit.base_checkpoint_id is not None:
             base = edit.base_checkpoint_id if edit is not None else None
