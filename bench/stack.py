@@ -23,6 +23,7 @@ from starlette.types import ASGIApp
 
 from bench.floor import create_floor_app
 from devkit.local_inngest import serve_asgi
+from infra.entry_import import after_build
 from infra.telemetry import setup_telemetry
 from tests.fake_providers import serve_fake_providers
 from tests.support import running_stack
@@ -116,9 +117,11 @@ async def _serve(kind: str, database_url: str, settings: dict[str, Any]) -> None
             print(json.dumps({"origin": fake.origin}), flush=True)
             await until_stdin_closes()
         return
-    # As the Lambda entries do: the SDK when the environment names an OTLP endpoint.
+    # As the Lambda entries do: the SDK when the environment names an OTLP endpoint, and what
+    # the app was built with frozen (infra/entry_import.py).
     setup_telemetry()
     async with running_stack(database_url, **{**NO_USER_LIMITS, **settings}) as stack:
+        after_build()
         print(json.dumps({"origin": stack.origin}), flush=True)
         await until_stdin_closes()
         await stack.executor.wait_idle(timeout=60)
