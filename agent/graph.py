@@ -264,8 +264,15 @@ def state_values(state: StateSnapshot) -> AgentState:
 async def stream_agent_text(
     graph: AgentGraph, graph_input: AgentState | None, config: RunnableConfig
 ) -> AsyncGenerator[str]:
-    """Run the graph (to its next pause or the end) and yield the model's text as it streams."""
-    async for chunk, meta in graph.astream(graph_input, config, stream_mode="messages"):
+    """Run the graph (to its next pause or the end) and yield the model's text as it streams.
+
+    Saved once, as the run pauses or ends (an error or a cancel too), not at every superstep: its
+    saver is the turn's in-memory copy, of which only the newest checkpoint is stored
+    (infra/store/checkpoints.py), and each save before the model answers would encode the whole
+    history again ahead of the first token."""
+    async for chunk, meta in graph.astream(
+        graph_input, config, stream_mode="messages", durability="exit"
+    ):
         if (
             isinstance(meta, dict)
             and meta.get("langgraph_node") == AGENT_NODE

@@ -17,7 +17,7 @@ from bench import langgraph_server as lg
 from bench.floor import FLOOR_PATH
 from bench.sse import Stream, post_stream
 from bench.sse import client as sse_client
-from bench.stack import child_server, create_chats
+from bench.stack import child_server, create_owned_chats
 from tests.support import fetch, token_for
 
 PLAIN = "What is the fastest way to get a first token on the screen?"
@@ -54,9 +54,15 @@ class Sides:
     def __init__(self, database_url: str, origins: dict[Side, str]) -> None:
         self.database_url = database_url
         self.origins = origins
-        self.user = uuid.uuid4()
-        self.token = token_for(self.user, exp=int(time.time()) + 24 * 3600)
+        self.tokens: dict[uuid.UUID, str] = {}  # each chat's owner's
         self.http = {side: sse_client(origin) for side, origin in origins.items()}
+
+    async def chats(self, count: int) -> list[uuid.UUID]:
+        """`count` new chats, each of a user of its own."""
+        owned = await create_owned_chats(self.database_url, count)
+        expires = int(time.time()) + 24 * 3600
+        self.tokens.update((chat, token_for(user, exp=expires)) for chat, user in owned)
+        return [chat for chat, _ in owned]
 
     async def close(self) -> None:
         for client in self.http.values():
@@ -64,7 +70,7 @@ class Sides:
 
     async def handoff_turn(self, chat: uuid.UUID, content: str) -> Stream:
         body = {"chatId": str(chat), "content": content}
-        headers = {"Authorization": f"Bearer {self.token}"}
+        headers = {"Authorization": f"Bearer {self.tokens[chat]}"}
         return await post_stream(self.http["handoff"], RESPOND_PATH, body, headers)
 
     async def floor_turn(self, content: str) -> Stream:
@@ -82,7 +88,7 @@ async def first_tokens(sides: Sides, runs: int, figures: QuickPathFigures) -> No
     """Handoff and the floor alternately, back to back; then the LangGraph server on its own
     (its runs take a second each, which would leave the others idle between theirs); then
     Handoff and the floor again, each run after `IDLE_S` of nothing."""
-    chats = await create_chats(sides.database_url, sides.user, max(1, runs // TURNS_PER_CHAT))
+    chats = await sides.chats(max(1, runs // TURNS_PER_CHAT))
     threads = await _threads(sides, runs + 1)
     pair: dict[Side, Callable[[int], Awaitable[float]]] = {
         "handoff": lambda i: _ft(sides.handoff_turn(chats[i % len(chats)], PLAIN)),
@@ -130,7 +136,7 @@ async def _ft(stream: Awaitable[Stream]) -> float:
 
 async def throughput(sides: Sides, runs: int, clients: int, figures: QuickPathFigures) -> None:
     """Completed runs per second with `clients` concurrent clients, fresh chat/thread per run."""
-    chats = await create_chats(sides.database_url, sides.user, runs)
+    chats = await sides.chats(runs)
     threads = await _threads(sides, runs)
 
     async def handoff(i: int) -> bool:
@@ -174,7 +180,7 @@ async def _drive(
 async def handoff_latency(sides: Sides, runs: int, figures: QuickPathFigures) -> None:
     """Last token to `handoff` on the client: pause before tools, checkpoint copy, the one
     transaction, the event's emit. Each run waits for its background job before the next."""
-    chats = await create_chats(sides.database_url, sides.user, runs + 1)
+    chats = await sides.chats(runs + 1)
     for i, chat in enumerate(chats):
         stream = await sides.handoff_turn(chat, TOOL)
         last_token, handoff = stream.last("token"), stream.last("handoff")

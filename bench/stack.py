@@ -23,6 +23,7 @@ from starlette.types import ASGIApp
 
 from bench.floor import create_floor_app
 from devkit.local_inngest import serve_asgi
+from infra.entry_import import after_build
 from infra.telemetry import setup_telemetry
 from tests.fake_providers import serve_fake_providers
 from tests.support import running_stack
@@ -43,17 +44,28 @@ ROOT = Path(__file__).resolve().parent.parent
 async def create_chats(database_url: str, user_id: uuid.UUID, count: int) -> list[uuid.UUID]:
     """`count` chats of one user, in one round trip per chat on one connection."""
     chats = [uuid.uuid4() for _ in range(count)]
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        await conn.execute(
-            "insert into auth.users (id, email) values (%s, %s) on conflict do nothing",
-            (user_id, f"{user_id}@bench"),
-        )
-        async with conn.cursor() as cur:
-            await cur.executemany(
-                "insert into public.chat (id, user_id, title) values (%s, %s, 'bench')",
-                [(chat, user_id) for chat in chats],
-            )
+    await _insert_chats(database_url, [(chat, user_id) for chat in chats])
     return chats
+
+
+async def create_owned_chats(database_url: str, count: int) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """`count` chats, each (chat, owner) of a user of its own: as a deployment's chats are, so
+    that what the database keeps per user stays each user's size."""
+    owned = [(uuid.uuid4(), uuid.uuid4()) for _ in range(count)]
+    await _insert_chats(database_url, owned)
+    return owned
+
+
+async def _insert_chats(database_url: str, owned: list[tuple[uuid.UUID, uuid.UUID]]) -> None:
+    connect = psycopg.AsyncConnection.connect(database_url, autocommit=True)
+    async with await connect as conn, conn.cursor() as cur:
+        await cur.executemany(
+            "insert into auth.users (id, email) values (%s, %s) on conflict do nothing",
+            [(user, f"{user}@bench") for user in dict.fromkeys(u for _, u in owned)],
+        )
+        await cur.executemany(
+            "insert into public.chat (id, user_id, title) values (%s, %s, 'bench')", owned
+        )
 
 
 @asynccontextmanager
@@ -105,9 +117,11 @@ async def _serve(kind: str, database_url: str, settings: dict[str, Any]) -> None
             print(json.dumps({"origin": fake.origin}), flush=True)
             await until_stdin_closes()
         return
-    # As the Lambda entries do: the SDK when the environment names an OTLP endpoint.
+    # As the Lambda entries do: the SDK when the environment names an OTLP endpoint, and what
+    # the app was built with frozen (infra/entry_import.py).
     setup_telemetry()
     async with running_stack(database_url, **{**NO_USER_LIMITS, **settings}) as stack:
+        after_build()
         print(json.dumps({"origin": stack.origin}), flush=True)
         await until_stdin_closes()
         await stack.executor.wait_idle(timeout=60)

@@ -63,6 +63,36 @@ class Gate(AsyncCallbackHandler):
         if node is not None and node != START:
             await self.opened
 
+    # A node's start is all it holds: the model's tokens and every other event pass it by, and
+    # once open, so do the nodes' (each event would otherwise cost a call, per token too).
+    @property
+    def ignore_chain(self) -> bool:
+        return self.opened.done()
+
+    @property
+    def ignore_llm(self) -> bool:
+        return True
+
+    @property
+    def ignore_chat_model(self) -> bool:
+        return True
+
+    @property
+    def ignore_retry(self) -> bool:
+        return True
+
+    @property
+    def ignore_agent(self) -> bool:
+        return True
+
+    @property
+    def ignore_retriever(self) -> bool:
+        return True
+
+    @property
+    def ignore_custom_event(self) -> bool:
+        return True
+
     def open(self) -> None:
         if not self.opened.done():
             self.opened.set_result(None)

@@ -15,6 +15,7 @@ import pytest
 from moto import mock_aws
 
 from devkit.local_inngest import sign_body
+from infra.entry_import import GEN0_THRESHOLD
 from tests.lambda_container import LambdaContainer, load_event
 from tests.support import JWT_SECRET, create_user_with_chat, fetch, parse_sse, token_for
 
@@ -242,10 +243,14 @@ def test_the_inngest_entry_leaves_development_tools_out() -> None:
 @pytest.mark.parametrize("entry_module", ["handlers.lambda_respond", "functions.lambda_inngest"])
 def test_an_entry_collects_garbage_again_once_its_app_is_built(entry_module: str) -> None:
     # The collector is paused while the entry imports and builds its app (infra/entry_import.py);
-    # it must run again afterwards, and skip what the import made, frozen.
-    enabled, frozen = after_import(entry_module, "[gc.isenabled(), gc.get_freeze_count()]")
+    # it must run again afterwards, skip what the import made, frozen, and leave the young
+    # generation to grow to GEN0_THRESHOLD between collections.
+    enabled, frozen, young = after_import(
+        entry_module, "[gc.isenabled(), gc.get_freeze_count(), gc.get_threshold()[0]]"
+    )
     assert enabled is True
     assert frozen > 0
+    assert young == GEN0_THRESHOLD
 
 
 def test_the_respond_app_serves_the_routes_its_modules_built() -> None:
