@@ -23,12 +23,12 @@ from uuid import UUID
 
 from langchain_core.callbacks import AsyncCallbackHandler
 from langgraph.checkpoint.base import CheckpointTuple
-from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.constants import START
 
 from agent.state import checkpoint_schema
 from infra.store.checkpoints import seed_memory
 from infra.store.heads import RECENT_HEADS, Head
+from infra.store.turn_memory import TurnMemory
 from turns.begun import drop_task
 from turns.engine import Run, opening, run_on
 from turns.turn import Turn
@@ -145,7 +145,7 @@ async def run_ahead(host: TurnHost, turn: Turn) -> Ahead | None:
 
 async def _ahead(host: TurnHost, turn: Turn, branch: str, stored: CheckpointTuple) -> Ahead:
     settings = host.services.settings
-    memory = InMemorySaver()
+    memory = TurnMemory()
     known = await seed_memory(memory, stored)
     values = stored.checkpoint["channel_values"]
     head = Head(branch, known, values.get("messages", ()), stored.metadata)

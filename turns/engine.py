@@ -47,6 +47,7 @@ from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_la
 from infra.store.heads import RECENT_HEADS, Head, load_active_into_memory, seed_active
 from infra.store.history_cache import HISTORY
 from infra.store.messages import MessageMetadata
+from infra.store.turn_memory import TurnMemory
 from turns.assistants import GRAPHS
 from turns.context import record_sources, unheard
 from turns.turn import Turn
@@ -151,7 +152,7 @@ async def load_run(
     else read here); for a fork (an edit, a reply answered again), on the checkpoint the
     replaced turn started from (none when it began the thread). A later round (not `opens`)
     continues the thread's latest checkpoint."""
-    memory = InMemorySaver()
+    memory = TurnMemory()
     edit = turn.edit if opens else None  # a later round continues the turn's own checkpoints
     durable = durable_saver(pool, cache=HISTORY)
     known, branch, head = None, branches.MAIN_BRANCH, None

@@ -32,6 +32,7 @@ from psycopg.rows import DictRow
 from agent.threads import ThreadId, thread_config
 from infra.db import Conn, Pool
 from infra.store.history_cache import HistoryCache, Key
+from infra.store.turn_memory import TurnMemory
 
 DELTA = "delta"
 # A channel's value at `version`: the blob rows from the whole value up, oldest first.
@@ -239,12 +240,15 @@ async def load_latest_into_memory(
 
 
 async def seed_memory(memory: InMemorySaver, found: CheckpointTuple) -> str:
-    """Copy the durable checkpoint `found` and its pending writes into `memory`; its id."""
+    """Copy the durable checkpoint `found` and its pending writes into `memory` (a TurnMemory
+    hands it, as decoded, to its first read); its id."""
     parent_id = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     versions = dict(found.checkpoint["channel_versions"])
     child = _child_of(found, parent_id)
     stored = await memory.aput(child, found.checkpoint, found.metadata, versions)
     await _put_writes(memory, stored, found.pending_writes)
+    if isinstance(memory, TurnMemory):
+        memory.seeded(stored, found)
     return str(found.checkpoint["id"])
 
 

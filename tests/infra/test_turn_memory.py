@@ -1,0 +1,71 @@
+"""A turn's in-memory saver hands its graph's first read the head as seeded, decoded already,
+and reads as the library's saver reads after that (infra/store/turn_memory.py)."""
+
+from __future__ import annotations
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agent.threads import ThreadId, thread_config
+from infra.store.checkpoints import seed_memory
+from infra.store.turn_memory import TurnMemory
+
+THREAD = ThreadId("chat:assistant")
+
+
+async def a_head() -> CheckpointTuple:
+    """A head as a turn holds it: decoded, with a parent and a pending write."""
+    source = InMemorySaver()
+    parent = await source.aput(thread_config(THREAD), empty_checkpoint(), {"step": 0}, {})
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {
+        "messages": [HumanMessage("hi", id="1"), AIMessage("yo", id="2")]
+    }
+    checkpoint["channel_versions"] = {"messages": "1"}
+    stored = await source.aput(parent, checkpoint, {"step": 1, "source": "loop"}, {"messages": "1"})
+    await source.aput_writes(stored, [("messages", [AIMessage("w", id="3")])], "task")
+    found = await source.aget_tuple(stored)
+    assert found is not None
+    return found
+
+
+async def test_the_first_read_is_the_seeded_head_as_the_librarys_read_decodes_it() -> None:
+    found = await a_head()
+    library, turn = InMemorySaver(), TurnMemory()
+    await seed_memory(library, found)
+    await seed_memory(turn, found)
+    # WHEN the graph's run begins and reads the thread's latest checkpoint
+    first = await turn.aget_tuple(thread_config(THREAD))
+    expected = await library.aget_tuple(thread_config(THREAD))
+    # THEN it reads what the library's saver would, made of the values it was seeded with
+    assert first == expected
+    assert first is not None
+    seeded = found.checkpoint["channel_values"]["messages"]
+    assert first.checkpoint["channel_values"]["messages"] is seeded
+    # AND its dictionaries are its own: the run may change them
+    assert first.checkpoint is not found.checkpoint
+    assert first.checkpoint["channel_versions"] is not found.checkpoint["channel_versions"]
+    assert first.metadata is not found.metadata
+    # AND every later read decodes, sharing nothing with the run
+    again = await turn.aget_tuple(thread_config(THREAD))
+    assert again == expected
+    assert again is not None
+    assert again.checkpoint["channel_values"]["messages"] is not seeded
+
+
+async def test_a_write_before_the_first_read_leaves_it_to_decode() -> None:
+    found = await a_head()
+    turn = TurnMemory()
+    await seed_memory(turn, found)
+    # WHEN something is written before the graph reads
+    at = thread_config(THREAD, checkpoint_id=found.checkpoint["id"])
+    await turn.aput_writes(at, [("messages", [AIMessage("later", id="4")])], "other")
+    # THEN the read is the library's, the write included
+    read = await turn.aget_tuple(at)
+    assert read is not None
+    assert (
+        read.checkpoint["channel_values"]["messages"]
+        is not found.checkpoint["channel_values"]["messages"]
+    )
+    assert sorted(w[0] for w in read.pending_writes or []) == ["other", "task"]
