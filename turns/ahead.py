@@ -3,9 +3,9 @@
 The head each thread's last run in this process stored is recalled (infra/store/heads.py,
 RECENT_HEADS). While `handoff.open_turn` admits the message and reads the thread's head
 (turns/opened.py), the turn's graph runs on the recalled one as far as LangGraph's own work
-goes before any node: the history seeded, the input applied and checkpointed in memory, the
-first step's tasks prepared. `Gate`, a callback, holds every node there, so neither the model
-nor any code of the assistant's runs before the start says go.
+goes before any node: the history seeded, the input applied, the first step's tasks prepared.
+`Gate`, a callback, holds every node there, so neither the model nor any code of the
+assistant's runs before the start says go.
 
 It goes on when the start took the slot, the database's head is the one it ran on (the same
 checkpoint on the same branch, no pending writes) and the turn hears no other voice of the
