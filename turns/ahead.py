@@ -65,33 +65,12 @@ class Gate(AsyncCallbackHandler):
 
     # A node's start is all it holds: the model's tokens and every other event pass it by, and
     # once open, so do the nodes' (each event would otherwise cost a call, per token too).
+    ignore_llm = ignore_chat_model = ignore_retry = ignore_agent = ignore_retriever = True
+    ignore_custom_event = True
+
     @property
     def ignore_chain(self) -> bool:
         return self.opened.done()
-
-    @property
-    def ignore_llm(self) -> bool:
-        return True
-
-    @property
-    def ignore_chat_model(self) -> bool:
-        return True
-
-    @property
-    def ignore_retry(self) -> bool:
-        return True
-
-    @property
-    def ignore_agent(self) -> bool:
-        return True
-
-    @property
-    def ignore_retriever(self) -> bool:
-        return True
-
-    @property
-    def ignore_custom_event(self) -> bool:
-        return True
 
     def open(self) -> None:
         if not self.opened.done():

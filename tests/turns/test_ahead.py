@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from typing import Any
+from uuid import UUID
 
 import httpx
 import pytest
@@ -16,6 +17,7 @@ from langgraph.graph import START, StateGraph
 
 from agent.assistants import Assistant, Assistants
 from agent.graph import AgentParts, route_after_agent
+from agent.model import ScriptedChatModel
 from agent.state import AgentState
 from agent.text import visible_text
 from agent.threads import thread_key
@@ -78,6 +80,48 @@ async def test_the_gate_holds_every_node_until_it_opens() -> None:
     gate.open()
     await run
     assert NOTED == ["held"]
+
+
+class CountingGate(Gate):
+    """The gate, counting the events it is called for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tokens = 0
+        self.starts = 0
+
+    async def on_llm_new_token(
+        self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        self.tokens += 1
+
+    async def on_chain_start(
+        self, serialized: dict[str, Any] | None, inputs: dict[str, Any] | Any, **kwargs: Any
+    ) -> None:
+        self.starts += 1
+        await super().on_chain_start(serialized, inputs, **kwargs)
+
+
+async def test_an_open_gate_is_called_for_no_event() -> None:
+    # GIVEN a graph whose node streams a model's answer, and an open gate as its callback
+    model = ScriptedChatModel(token_delay_ms=0)
+
+    async def answer(state: AgentState, config: RunnableConfig) -> dict[str, Any]:
+        return {"messages": [await model.ainvoke(state["messages"], config)]}
+
+    builder = StateGraph(AgentState)
+    builder.add_node("answer", answer)
+    builder.add_edge(START, "answer")
+    gate = CountingGate()
+    gate.open()
+    # WHEN the graph runs, its answer streamed
+    config: RunnableConfig = {"callbacks": [gate]}
+    graph_input: Any = {"messages": [HumanMessage("hello there")]}
+    graph = builder.compile()
+    streamed = [c async for c, _ in graph.astream(graph_input, config, stream_mode="messages")]
+    # THEN none of its tokens, nor any node's start, called the gate
+    assert len(streamed) > 2
+    assert (gate.tokens, gate.starts) == (0, 0)
 
 
 async def test_no_node_runs_for_a_message_its_start_refuses(database_url: str) -> None:
