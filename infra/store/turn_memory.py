@@ -4,10 +4,11 @@ A turn seeds an in-memory saver with the head its thread continues, decoded alre
 the database, or recalled from the process's last run of the thread (infra/store/heads.py). The
 library's saver encodes it on the way in and decodes it again when the graph's run begins, the
 whole history twice more before the model is called. `TurnMemory` gives the first read of the
-seeded checkpoint the values it was seeded with instead: the checkpoint's dictionaries copied
-as the library's read makes them anew, the values themselves (messages, whose channel makes a
-new list on every update) shared with whoever seeded it. Any write ends that; every other read
-decodes, as the library's does, so that the stored copy never shares a value with a live run.
+seeded checkpoint the values it was seeded with instead: the checkpoint's dictionaries and
+lists copied (a run that appends to a list in place leaves the seeder's, which may be the
+process's history cache, as it was), the items themselves (messages, which nothing changes)
+shared with whoever seeded it. Any write ends that; every other read decodes, as the library's
+does, so that the stored copy never shares a value with a live run.
 """
 
 from __future__ import annotations
@@ -34,9 +35,15 @@ class TurnMemory(InMemorySaver):
 
     def seeded(self, stored: RunnableConfig, found: CheckpointTuple) -> None:
         """`found` was just stored as `stored` (with its pending writes): its first read is it."""
+        checkpoint = copy_checkpoint(found.checkpoint)
+        values = checkpoint["channel_values"]
+        checkpoint["channel_values"] = {
+            channel: list(value) if isinstance(value, list) else value
+            for channel, value in values.items()
+        }
         self._seeded = CheckpointTuple(
             config=stored,
-            checkpoint=copy_checkpoint(found.checkpoint),
+            checkpoint=checkpoint,
             metadata=found.metadata.copy(),
             parent_config=found.parent_config,
             pending_writes=list(found.pending_writes or []),

@@ -42,8 +42,11 @@ async def test_the_first_read_is_the_seeded_head_as_the_librarys_read_decodes_it
     assert first == expected
     assert first is not None
     seeded = found.checkpoint["channel_values"]["messages"]
-    assert first.checkpoint["channel_values"]["messages"] is seeded
-    # AND its dictionaries are its own: the run may change them
+    messages = first.checkpoint["channel_values"]["messages"]
+    assert len(messages) == len(seeded)
+    assert all(a is b for a, b in zip(messages, seeded, strict=True))
+    # AND its dictionaries and lists are its own: the run may change them
+    assert messages is not seeded
     assert first.checkpoint is not found.checkpoint
     assert first.checkpoint["channel_versions"] is not found.checkpoint["channel_versions"]
     assert first.metadata is not found.metadata
@@ -51,7 +54,7 @@ async def test_the_first_read_is_the_seeded_head_as_the_librarys_read_decodes_it
     again = await turn.aget_tuple(thread_config(THREAD))
     assert again == expected
     assert again is not None
-    assert again.checkpoint["channel_values"]["messages"] is not seeded
+    assert again.checkpoint["channel_values"]["messages"][0] is not seeded[0]
 
 
 async def test_a_write_before_the_first_read_leaves_it_to_decode() -> None:
