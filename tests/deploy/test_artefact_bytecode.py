@@ -19,6 +19,9 @@ from devkit.lambda_package import PYTHON_VERSION
 from tests.deploy.stack import Deployment, lambda_python, uv_binary
 
 # A pyc's flags word (PEP 552): hash-based (bit 0), source not checked (bit 1 clear).
+# The first test here may build the package's deployment (conftest.py), minutes beside other
+# workers on a slow machine.
+pytestmark = pytest.mark.timeout(360)
 UNCHECKED_HASH = 0b01
 CACHE_TAG = "cpython-" + PYTHON_VERSION.replace(".", "")
 # What the entry needs to start; nothing reaches the database or Inngest.

@@ -39,6 +39,9 @@ from tests.deploy.stack import ROOT, uv_binary
 from tests.handlers.test_lambda_entries import SIGNING_KEY, signed_now
 from tests.support import JWT_SECRET, create_user_with_chat, fetch, parse_sse, token_for
 
+# Building both artefacts and unzipping them took 52 s alone on the 2-core machine, and over
+# 120 s (the suite's limit a test) beside three other workers: the first test pays for it.
+pytestmark = pytest.mark.timeout(360)
 READY_WITHIN_S = 30
 # What the entry modules need to start; none of it is ever used: no request reaches Postgres
 # or Inngest here.

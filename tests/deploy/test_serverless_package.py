@@ -31,6 +31,9 @@ from tests.deploy.stack import (
     policy_statements,
 )
 
+# The first test here may build the package's deployment (conftest.py), minutes beside other
+# workers on a slow machine.
+pytestmark = pytest.mark.timeout(360)
 LWA_LAYER = re.compile(rf"^arn:aws:lambda:{REGION}:753240598075:layer:LambdaAdapterLayerX86:\d+$")
 PARAMETER_PATH = f"/handoff/{STAGE}"
 SSM_ARN = "arn:${AWS::Partition}:ssm:${AWS::Region}:${AWS::AccountId}:parameter"
