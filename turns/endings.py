@@ -81,9 +81,10 @@ async def settle_quick(
     used: TurnUsage,
     payload: TurnPayload | None,
 ) -> bool:
-    """The quick path's end, after `jobs.hold` locked its job in `conn`'s transaction: the reply
-    `queued` and the job handed off with `payload`, or, without one, both `completed` and the
-    draft gone. False when the turn lost its slot: the caller rolls the transaction back."""
+    """The quick path's end in `conn`'s transaction, which locked its job first: with `payload`,
+    after `jobs.hold`, the reply `queued` and the job handed off; without one, after
+    `jobs.complete_quick`, the reply `completed` and its draft gone. False when the turn lost
+    its slot: the caller rolls the transaction back."""
     await messages.settle(
         conn,
         turn.reply_id,
@@ -93,9 +94,9 @@ async def settle_quick(
         handoff_event_id=turn.job_key if payload is not None else None,
     )
     await record_usage(conn, turn, used, snapshot)
-    # The job's transition, under the lock `hold` took: a cancel that came first has committed
-    # by then (`hold` waited for its row lock and found the slot gone), one that comes later
-    # waits for this transaction.
+    # The hand-off, under the lock `hold` took: a cancel that came first has committed by then
+    # (`hold` waited for its row lock and found the slot gone), one that comes later waits for
+    # this transaction.
     if payload is not None:
         return await jobs.hand_off(
             conn,
@@ -104,8 +105,6 @@ async def settle_quick(
             reply_id=turn.reply_id,
             payload=payload,
         )
-    if not await jobs.complete_quick(conn, turn.job_key, turn.run_id):
-        return False
     await delete_draft(conn, turn.reply_id)
     return True
 

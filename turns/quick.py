@@ -229,8 +229,14 @@ async def _store(
     payload when it hands off. _SlotLost when the turn no longer holds its chat's slot."""
     handing_off = TOOLS_NODE in state.next
     # The job's row first, as a cancel locks it before the reply: the two never wait on each
-    # other in opposite orders (a deadlock). A turn that lost its slot stops here.
-    if not await jobs.hold(conn, turn.job_key, turn.run_id):
+    # other in opposite orders (a deadlock). A turn that lost its slot stops here. A turn that
+    # ends here takes its job's transition with the lock; one that hands off, once its payload
+    # names the checkpoint it paused at.
+    if not await (
+        jobs.hold(conn, turn.job_key, turn.run_id)
+        if handing_off
+        else jobs.complete_quick(conn, turn.job_key, turn.run_id)
+    ):
         raise _SlotLost
     marks = await store_run(conn, run, turn, opened=True)
     used = turn_usage(state_values(state))

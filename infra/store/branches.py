@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from psycopg import errors
 from psycopg.types.json import Jsonb
@@ -86,13 +87,22 @@ where m.chat_id = %(chat_id)s and m.assistant_id = %(assistant_id)s
   and (m.id in (select id from on_path)) = coalesce((m.metadata ->> 'stale')::boolean, false)
 """
 )
+# Each message `marks` names (its id: what to add to its metadata).
+MARK_SQL = """
+update public.message m
+set metadata = m.metadata || (%(marks)s::jsonb -> m.id::text), updated_at = now()
+where m.id = any(%(ids)s)
+"""
 # A turn's branch now ends at `head`; a fork's branch is new (a stored one keeps its origin).
 RECORD_BRANCH_SQL = """
-insert into public.branch (chat_id, assistant_id, id, forked_from, head_checkpoint_id)
-values (%(chat_id)s, %(assistant_id)s, %(branch)s, %(forked_from)s, %(head)s)
-on conflict (chat_id, assistant_id, id) do update
-set head_checkpoint_id = excluded.head_checkpoint_id, updated_at = now()
-"""
+with recorded as (
+  insert into public.branch (chat_id, assistant_id, id, forked_from, head_checkpoint_id)
+  values (%(chat_id)s, %(assistant_id)s, %(branch)s, %(forked_from)s, %(head)s)
+  on conflict (chat_id, assistant_id, id) do update
+  set head_checkpoint_id = excluded.head_checkpoint_id, updated_at = now()
+)"""
+# The branch, and its messages' marks, in one statement.
+RECORD_TURN_SQL = RECORD_BRANCH_SQL + MARK_SQL
 SET_ACTIVE_SQL = """
 insert into public.active_branch (chat_id, assistant_id, branch_id)
 values (%(chat_id)s, %(assistant_id)s, %(branch)s)
@@ -105,11 +115,6 @@ update public.branch b set head_checkpoint_id = %(head)s, updated_at = now()
 from public.message m
 where m.id = %(reply_id)s and b.chat_id = m.chat_id and b.assistant_id = m.assistant_id
   and b.id = coalesce(m.metadata ->> 'branchId', 'main')
-"""
-MARK_SQL = """
-update public.message
-set metadata = metadata || %(marks)s::jsonb, updated_at = now()
-where id = %(message_id)s
 """
 BRANCH_EXISTS_SQL = """
 select 1 from public.branch
@@ -165,20 +170,21 @@ async def record_turn(
 ) -> None:
     """Record where the turn of `message_id` began, on which branch, and that branch's new
     head, in the transaction that stores the turn's checkpoints. A fork's branch is new and
-    becomes the active one. The reply is marked with its branch here; its caller adds its head
-    checkpoint. Not `marks_message`: the message is another assistant's turn's (a message to
-    several), which keeps its marks. `restale`: the turn moved its message onto the active
-    branch (a cascade's regenerated dependent continuing the branch its cascade made)."""
+    becomes the active one. The reply is marked with its branch here, before the active
+    branch's stale marks are set again; its caller adds its head checkpoint. Not
+    `marks_message`: the message is another assistant's turn's (a message to several), which
+    keeps its marks. `restale`: the turn moved its message onto the active branch (a cascade's
+    regenerated dependent continuing the branch its cascade made)."""
     where = {"chat_id": chat_id, "assistant_id": assistant_id, "branch": branch}
-    forked_from = edit.forked_from if edit else None
-    await conn.execute(RECORD_BRANCH_SQL, {**where, "forked_from": forked_from, "head": head})
+    marks: dict[MessageId, MessageMetadata] = {reply_id: {"branchId": branch}}
     if marks_message and (edit is None or not edit.regenerate):
         # A regenerated reply answers a message that stays where it was.
-        marks: MessageMetadata = {"checkpointId": base_checkpoint_id, "branchId": branch}
+        marks[message_id] = {"checkpointId": base_checkpoint_id, "branchId": branch}
         if edit is not None:
-            marks["editOf"] = str(edit.message_id)
-        await _mark(conn, message_id, marks)
-    await _mark(conn, reply_id, {"branchId": branch})
+            marks[message_id]["editOf"] = str(edit.message_id)
+    forked_from = edit.forked_from if edit else None
+    recorded = {**where, "forked_from": forked_from, "head": head}
+    await conn.execute(RECORD_TURN_SQL, {**recorded, **_marks(marks)})
     if edit is not None:
         await conn.execute(SET_ACTIVE_SQL, where)
     if edit is not None or restale:
@@ -191,12 +197,12 @@ async def advance_head(conn: Conn, reply_id: MessageId, head: str | None) -> Non
         await conn.execute(ADVANCE_HEAD_SQL, {"reply_id": reply_id, "head": head})
 
 
-async def _mark(conn: Conn, message_id: MessageId, marks: MessageMetadata) -> None:
-    await conn.execute(MARK_SQL, {"message_id": message_id, "marks": Jsonb(marks)})
-
-
 async def mark_reply(conn: Conn, message_id: MessageId, marks: MessageMetadata) -> None:
-    await _mark(conn, message_id, marks)
+    await conn.execute(MARK_SQL, _marks({message_id: marks}))
+
+
+def _marks(marks: dict[MessageId, MessageMetadata]) -> dict[str, Any]:
+    return {"ids": list(marks), "marks": Jsonb({str(m): v for m, v in marks.items()})}
 
 
 @dataclass(frozen=True)
