@@ -21,14 +21,8 @@ from datetime import datetime
 from infra.db import Conn, fetch_row, fetch_rows
 from infra.store.ids import ChatId, MessageId
 
-RECORD_SQL = """
-insert into public.reply_source (reply_id, message_id, chat_id, kind, position)
-select %(reply_id)s, s.id, %(chat_id)s, case when s.pos = 1 then 'started' else 'context' end,
-  s.pos - 1
-from unnest(%(ids)s::uuid[]) with ordinality as s(id, pos)
-join public.message m on m.id = s.id and m.chat_id = %(chat_id)s
-on conflict do nothing
-"""
+# The statement is `handoff.record_sources` (migration 0028), where its plan lasts the session.
+RECORD_SQL = "select handoff.record_sources(%(reply_id)s, %(chat_id)s, %(ids)s::uuid[])"
 # A new reply of an assistant to `message_id` (or to its edit) replaces that assistant's earlier
 # replies to it which nothing replaced yet.
 REPLACE_REPLIES_SQL = """

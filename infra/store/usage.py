@@ -28,33 +28,10 @@ from infra.db import Conn
 from infra.settings import ModelPrice
 from infra.store.ids import ChatId, MessageId, UserId
 
+# The statement is `handoff.record_usage` (migration 0028), where its plan lasts the session.
 RECORD_SQL = """
-insert into public.reply_usage as u
-  (message_id, user_id, chat_id, model, input_tokens, output_tokens, tool_calls)
-select r.id, r.user_id, r.chat_id, %(model)s, %(input)s, %(output)s, %(tool_calls)s
-from (
-  -- The sender of the turn: its job's (a regenerated reply's is whoever asked again), else the
-  -- sender of the message it answers, else the chat's owner (rows from before senders).
-  select m.id, coalesce(
-           (select j.sender_id from public.job_runs j where j.root_message_id = m.id
-            order by j.created_at desc limit 1),
-           p.sender_id, c.user_id) as user_id,
-         m.chat_id
-  from public.message m join public.chat c on c.id = m.chat_id
-  left join public.message p on p.id = m.parent_message_id
-  where m.id = %(message_id)s
-  union all
-  -- A reply deleted while its turn ran (infra/store/erased_turns.py): spent all the same.
-  select e.reply_id, e.user_id, e.chat_id from handoff.erased_turn e
-  where e.reply_id = %(message_id)s
-  limit 1
-) r
-on conflict (message_id) do update
-set model = coalesce(excluded.model, u.model),
-    input_tokens = greatest(u.input_tokens, excluded.input_tokens),
-    output_tokens = greatest(u.output_tokens, excluded.output_tokens),
-    tool_calls = greatest(u.tool_calls, excluded.tool_calls),
-    updated_at = now()
+select handoff.record_usage(
+  %(message_id)s, %(model)s, %(input)s::bigint, %(output)s::bigint, %(tool_calls)s::integer)
 """
 # One aggregate for a user's figures, by chat and model, within [since, until). The chat's title
 # comes from the caller's view of it: null once the chat is deleted (its usage stays).
