@@ -18,7 +18,6 @@ value the cache holds at the base version, when it does, and reads no chain at a
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +31,7 @@ from psycopg.rows import DictRow
 from agent.threads import ThreadId, thread_config
 from infra.db import Conn, Pool
 from infra.store.history_cache import HistoryCache, Key
-from infra.store.turn_memory import TurnMemory
+from infra.store.turn_memory import TurnMemory, writes_by_task
 
 DELTA = "delta"
 # A channel's value at `version`: the blob rows from the whole value up, oldest first.
@@ -241,14 +240,16 @@ async def load_latest_into_memory(
 
 async def seed_memory(memory: InMemorySaver, found: CheckpointTuple) -> str:
     """Copy the durable checkpoint `found` and its pending writes into `memory` (a TurnMemory
-    hands it, as decoded, to its first read); its id."""
+    hands it, as decoded, to its first read, and stores it when anything else needs it); its
+    id."""
     parent_id = (found.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    versions = dict(found.checkpoint["channel_versions"])
     child = _child_of(found, parent_id)
-    stored = await memory.aput(child, found.checkpoint, found.metadata, versions)
-    await _put_writes(memory, stored, found.pending_writes)
     if isinstance(memory, TurnMemory):
-        memory.seeded(stored, found)
+        memory.seed(child, found)
+    else:
+        versions = dict(found.checkpoint["channel_versions"])
+        stored = await memory.aput(child, found.checkpoint, found.metadata, versions)
+        await _put_writes(memory, stored, found.pending_writes)
     return str(found.checkpoint["id"])
 
 
@@ -288,8 +289,5 @@ async def _put_writes(
     stored: RunnableConfig,
     pending: Sequence[tuple[str, str, Any]] | None,
 ) -> None:
-    writes: dict[str, list[tuple[str, Any]]] = defaultdict(list)
-    for task_id, channel, value in pending or []:
-        writes[task_id].append((channel, value))
-    for task_id, task_writes in writes.items():
+    for task_id, task_writes in writes_by_task(pending).items():
         await saver.aput_writes(stored, task_writes, task_id)

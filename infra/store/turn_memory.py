@@ -8,12 +8,15 @@ seeded checkpoint the values it was seeded with instead: the checkpoint's dictio
 lists copied (a run that appends to a list in place leaves the seeder's, which may be the
 process's history cache, as it was), the items themselves (messages, which nothing changes)
 shared with whoever seeded it. Any write ends that; every other read decodes, as the library's
-does, so that the stored copy never shares a value with a live run.
+does, so that the stored copy never shares a value with a live run. Nor does it encode the
+seeded checkpoint on the way in: that waits for the first call that needs it stored (a write,
+another read, a listing), which a turn makes only once its model has answered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -22,6 +25,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
     copy_checkpoint,
     get_checkpoint_id,
 )
@@ -29,12 +33,25 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 
 class TurnMemory(InMemorySaver):
-    """An in-memory saver whose seeded checkpoint's first read is the one it was seeded with."""
+    """An in-memory saver whose seeded checkpoint's first read is the one it was seeded with,
+    and which stores (encodes) that checkpoint only once anything else needs it."""
 
     _seeded: CheckpointTuple | None = None
+    # The seeded checkpoint, as the child of this parent: not stored yet.
+    _unstored: tuple[RunnableConfig, CheckpointTuple] | None = None
 
-    def seeded(self, stored: RunnableConfig, found: CheckpointTuple) -> None:
-        """`found` was just stored as `stored` (with its pending writes): its first read is it."""
+    def seed(self, parent: RunnableConfig, found: CheckpointTuple) -> RunnableConfig:
+        """Hold `found`, with its pending writes, as the child of `parent`; the config it is
+        stored under. Its first read is it; any other call stores it first, as `put` and
+        `put_writes` would have."""
+        self._unstored = (parent, found)
+        stored: RunnableConfig = {
+            "configurable": {
+                "thread_id": parent["configurable"]["thread_id"],
+                "checkpoint_ns": parent["configurable"].get("checkpoint_ns", ""),
+                "checkpoint_id": found.checkpoint["id"],
+            }
+        }
         checkpoint = copy_checkpoint(found.checkpoint)
         values = checkpoint["channel_values"]
         checkpoint["channel_values"] = {
@@ -48,12 +65,35 @@ class TurnMemory(InMemorySaver):
             parent_config=found.parent_config,
             pending_writes=list(found.pending_writes or []),
         )
+        return stored
+
+    def _store_seed(self) -> None:
+        if self._unstored is None:
+            return
+        parent, found = self._unstored
+        self._unstored = None
+        versions = dict(found.checkpoint["channel_versions"])
+        stored = super().put(parent, found.checkpoint, found.metadata, versions)
+        for task_id, writes in writes_by_task(found.pending_writes).items():
+            super().put_writes(stored, writes, task_id)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         seeded, self._seeded = self._seeded, None
         if seeded is not None and _reads(config, seeded):
             return seeded
+        self._store_seed()
         return super().get_tuple(config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        self._store_seed()
+        return super().list(config, filter=filter, before=before, limit=limit)
 
     def put(
         self,
@@ -63,6 +103,7 @@ class TurnMemory(InMemorySaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         self._seeded = None
+        self._store_seed()
         return super().put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
@@ -73,7 +114,29 @@ class TurnMemory(InMemorySaver):
         task_path: str = "",
     ) -> None:
         self._seeded = None
+        self._store_seed()
         super().put_writes(config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._seeded = None
+        self._store_seed()
+        super().delete_thread(thread_id)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        self._store_seed()
+        return super().get_delta_channel_history(config=config, channels=channels)
+
+
+def writes_by_task(
+    pending: Sequence[tuple[str, str, Any]] | None,
+) -> dict[str, list[tuple[str, Any]]]:
+    """A checkpoint's pending writes, by the task that made them, in order."""
+    writes: dict[str, list[tuple[str, Any]]] = defaultdict(list)
+    for task_id, channel, value in pending or []:
+        writes[task_id].append((channel, value))
+    return writes
 
 
 def _reads(config: RunnableConfig, seeded: CheckpointTuple) -> bool:

@@ -72,3 +72,39 @@ async def test_a_write_before_the_first_read_leaves_it_to_decode() -> None:
         is not found.checkpoint["channel_values"]["messages"]
     )
     assert sorted(w[0] for w in read.pending_writes or []) == ["other", "task"]
+
+
+async def test_the_head_is_stored_only_once_something_needs_it() -> None:
+    found = await a_head()
+    library, turn = InMemorySaver(), TurnMemory()
+    await seed_memory(library, found)
+    await seed_memory(turn, found)
+    # WHEN the graph's run begins on its head
+    first = await turn.aget_tuple(thread_config(THREAD))
+    assert first is not None
+    # THEN nothing of it was encoded yet
+    assert not turn.storage
+    assert not turn.blobs
+    assert not turn.writes
+    # WHEN the run writes its next checkpoint, whose channels are still the head's
+    after = empty_checkpoint()
+    after["channel_values"] = first.checkpoint["channel_values"]
+    after["channel_versions"] = dict(first.checkpoint["channel_versions"])
+    for saver in (library, turn):
+        await saver.aput(first.config, after, {"step": 2, "source": "loop"}, {})
+    # THEN the saver holds what the library's holds: the head, with its pending write, and the
+    # new checkpoint, which reads its channels from the head's blobs
+    listed = [t async for t in turn.alist(thread_config(THREAD))]
+    assert listed == [t async for t in library.alist(thread_config(THREAD))]
+    assert [t.checkpoint["id"] for t in listed] == [after["id"], found.checkpoint["id"]]
+    assert listed[0].checkpoint["channel_values"] == found.checkpoint["channel_values"]
+
+
+async def test_a_listing_before_the_first_read_lists_the_head() -> None:
+    found = await a_head()
+    library, turn = InMemorySaver(), TurnMemory()
+    await seed_memory(library, found)
+    await seed_memory(turn, found)
+    listed = [t async for t in turn.alist(thread_config(THREAD))]
+    assert listed == [t async for t in library.alist(thread_config(THREAD))]
+    assert len(listed) == 1
