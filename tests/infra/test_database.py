@@ -75,6 +75,33 @@ async def seed_chat_rows(database_url: str) -> tuple[uuid.UUID, uuid.UUID, uuid.
     return user_id, chat_id, message_id
 
 
+# The functions every turn runs, which plan their statements once a session (migration 0028). A
+# `create or replace` drops a function's settings, and this with them.
+PLANS_KEPT = (
+    "open_turn",
+    "start_turn",
+    "admit",
+    "take_slot",
+    "chat_route",
+    "active_checkpoint",
+    "promote_waiting_turn",
+    "record_usage",
+    "record_sources",
+)
+SETTINGS_SQL = """
+select p.proname, p.proconfig from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+where n.nspname = 'handoff' and p.proname = any(%s)
+"""
+
+
+async def test_the_functions_of_every_turn_keep_their_plans(database_url: str) -> None:
+    rows = await fetch(database_url, SETTINGS_SQL, list(PLANS_KEPT))
+    kept = {
+        r["proname"]: "plan_cache_mode=force_generic_plan" in (r["proconfig"] or []) for r in rows
+    }
+    assert kept == dict.fromkeys(PLANS_KEPT, True)
+
+
 async def test_draft_writer_throttles_and_never_goes_back(database_url: str, pool: Pool) -> None:
     _, chat_id, message_id = await seed_chat_rows(database_url)
     now = [100.0]
