@@ -7,6 +7,7 @@ noisy moment of the machine lands on all sides alike.
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -27,6 +28,8 @@ RESPOND_PATH = "/api/chat/respond"
 TURNS_PER_CHAT = 10
 # The pause before each run of the idle first tokens.
 IDLE_S = 1.0
+# Runs per second: the median of this many rounds, each side's in turn.
+THROUGHPUT_ROUNDS = 4
 
 Side = str  # "handoff" | "floor" | "langgraph"
 
@@ -135,7 +138,10 @@ async def _ft(stream: Awaitable[Stream]) -> float:
 
 
 async def throughput(sides: Sides, runs: int, clients: int, figures: QuickPathFigures) -> None:
-    """Completed runs per second with `clients` concurrent clients, fresh chat/thread per run."""
+    """Completed runs per second with `clients` concurrent clients, fresh chat/thread per run:
+    the median of `THROUGHPUT_ROUNDS` rounds, the sides taking turns, so that a noisy few
+    seconds of the machine fall on one round of each side rather than on one side's whole
+    figure."""
     chats = await sides.chats(runs)
     threads = await _threads(sides, runs)
 
@@ -152,14 +158,23 @@ async def throughput(sides: Sides, runs: int, clients: int, figures: QuickPathFi
     kinds: dict[Side, Callable[[int], Awaitable[bool]]] = {"handoff": handoff, "floor": floor}
     if threads:
         kinds["langgraph"] = langgraph
-    for side, run in kinds.items():
-        figures.runs_per_s[side] = await _drive(run, runs, clients, figures.errors, side)
+    rounds = max(1, min(THROUGHPUT_ROUNDS, runs // clients))
+    rates: dict[Side, list[float]] = {side: [] for side in kinds}
+    for r in range(rounds):
+        part = range(r * runs // rounds, (r + 1) * runs // rounds)
+        for side, run in kinds.items():
+            rates[side].append(await _drive(run, part, clients, figures.errors, side))
+    figures.runs_per_s.update((side, statistics.median(rate)) for side, rate in rates.items())
 
 
 async def _drive(
-    run: Callable[[int], Awaitable[bool]], runs: int, clients: int, errors: list[str], side: Side
+    run: Callable[[int], Awaitable[bool]],
+    runs: range,
+    clients: int,
+    errors: list[str],
+    side: Side,
 ) -> float:
-    queue = iter(range(runs))
+    queue = iter(runs)
     completed = 0
 
     async def client() -> None:
