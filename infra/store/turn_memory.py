@@ -40,10 +40,9 @@ class TurnMemory(InMemorySaver):
     # The seeded checkpoint, as the child of this parent: not stored yet.
     _unstored: tuple[RunnableConfig, CheckpointTuple] | None = None
 
-    def seed(self, parent: RunnableConfig, found: CheckpointTuple) -> RunnableConfig:
-        """Hold `found`, with its pending writes, as the child of `parent`; the config it is
-        stored under. Its first read is it; any other call stores it first, as `put` and
-        `put_writes` would have."""
+    def seed(self, parent: RunnableConfig, found: CheckpointTuple) -> None:
+        """Hold `found`, with its pending writes, as the child of `parent`. Its first read is
+        it; any other call stores it first, as `put` and `put_writes` would have."""
         self._unstored = (parent, found)
         stored: RunnableConfig = {
             "configurable": {
@@ -65,7 +64,6 @@ class TurnMemory(InMemorySaver):
             parent_config=found.parent_config,
             pending_writes=list(found.pending_writes or []),
         )
-        return stored
 
     def _store_seed(self) -> None:
         if self._unstored is None:
