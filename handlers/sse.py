@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 from fastapi.responses import StreamingResponse
 from sse_starlette import ServerSentEvent
@@ -21,15 +21,16 @@ def sse(event: str, data: Mapping[str, object]) -> bytes:
 
 
 def event_stream(
-    events: AsyncIterator[tuple[str, Mapping[str, object]]],
+    events: AsyncIterator[Sequence[tuple[str, Mapping[str, object]]]],
     *,
     turn: asyncio.Task[None] | None = None,
 ) -> StreamingResponse:
-    """`events` as a response; while `turn` runs, the request lasts until it ends."""
+    """`events`, batches of them, as a response, each batch in one write; while `turn` runs,
+    the request lasts until it ends."""
 
     async def frames() -> AsyncIterator[bytes]:
-        async for name, data in events:
-            yield sse(name, data)
+        async for batch in events:
+            yield b"".join(sse(name, data) for name, data in batch)
 
     if turn is None:
         return StreamingResponse(frames(), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -45,10 +45,11 @@ TurnTasks = set[asyncio.Task[Any]]
 
 @dataclass(frozen=True)
 class TurnStream:
-    """What a turn's response relays: its events and, while it runs, the turn itself, which
-    the request waits for even once its client has gone (`None`: nothing runs)."""
+    """What a turn's response relays: its events, in batches of those emitted together, and,
+    while it runs, the turn itself, which the request waits for even once its client has gone
+    (`None`: nothing runs)."""
 
-    events: AsyncIterator[Event]
+    events: AsyncIterator[list[Event]]
     turn: asyncio.Task[None] | None = None
 
 
@@ -245,9 +246,8 @@ def posted(chat_id: ChatId, message_id: MessageId) -> TurnStream:
 
 
 def _fixed(events: list[Event]) -> TurnStream:
-    async def stream() -> AsyncIterator[Event]:
-        for event in events:
-            yield event
+    async def stream() -> AsyncIterator[list[Event]]:
+        yield events
 
     return TurnStream(stream())
 
@@ -266,9 +266,17 @@ def _relay(tasks: TurnTasks, turn: Callable[[Emit], Coroutine[Any, Any, None]]) 
     # platform that freezes the process once the response ends cannot freeze it half-way.
     task.add_done_callback(lambda _: queue.put_nowait(None))
 
-    async def stream() -> AsyncIterator[Event]:
+    async def stream() -> AsyncIterator[list[Event]]:
         while (item := await queue.get()) is not None:
-            yield item
+            # What the turn emitted meanwhile goes out with it, in one write: a model that
+            # streams faster than the response is sent costs a write a batch, not one a token.
+            # The first token goes alone, as nothing else is waiting when it comes.
+            batch = [item]
+            while not queue.empty() and (item := queue.get_nowait()) is not None:
+                batch.append(item)
+            yield batch
+            if item is None:
+                break
         # Before the response ends, after which Lambda may freeze the process.
         await telemetry.flush_on_lambda()
 
