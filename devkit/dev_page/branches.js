@@ -58,12 +58,15 @@ export async function activateBranch(branchId) {
   const chatId = state.chatId;
   showComposerError('');
   els.branchSelect.disabled = true;
-  // A list asked for before the switch would put the old branch back in the switcher.
+  // A list asked for before the switch, or while it is made, would put the old branch back in
+  // the switcher: neither is shown.
   controls.branchesRequest += 1;
   try {
     await state.client.activateBranch(chatId, branchId);
+    controls.branchesRequest += 1;
     controls.activeBranchId = branchId;
     els.branches.dataset.activeBranchId = branchId;
+    els.branchSelect.value = branchId;
     // The history follows the active branch.
     if (chatId === state.chatId) await state.feed.refresh();
   } catch (error) {

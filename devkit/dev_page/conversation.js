@@ -121,6 +121,12 @@ export function applyDraftTo(message, draft) {
   return true;
 }
 
+// Whether the page saw the reply end for good: its own stream said so, or it was seen
+// `completed`, which nothing reopens (a failed job's replay may reopen an `error`).
+export function endedHere(message) {
+  return message.endedOnStream || message.status === 'completed';
+}
+
 export function isStreamingHere(message) {
   for (const turn of state.turns) {
     if (turn.streaming && turn.assistantMessageId === message.id) return true;
@@ -209,8 +215,8 @@ export function applyHistory(rows, body = {}) {
       message.endedOnStream = known.endedOnStream;
       if (isStreamingHere(known)) message.content = known.content;
       // A history read before the reply's end was stored, brought after its stream said it
-      // ended (as the feed's rows may be): the reply would step back to streaming.
-      if (known.endedOnStream && LIVE_REPLY_STATUSES.includes(message.status)) {
+      // ended or the feed showed it completed: the reply would step back to streaming.
+      if (endedHere(known) && LIVE_REPLY_STATUSES.includes(message.status)) {
         message.status = known.status;
         message.content = known.content;
       }

@@ -7,6 +7,7 @@ import { watchCascades } from './cascades.js';
 import {
   applyDraftTo,
   applyHistory,
+  endedHere,
   isStreamingHere,
   shownStale,
   state,
@@ -29,9 +30,10 @@ function onMessageRow(row) {
   message.replacedBy = metadata.replacedBy ?? null;
   message.cascade = metadata.cascade ?? null;
   message.senderId = row.sender_id ?? message.senderId;
-  // A live row of a reply its stream saw end is older than that end (its insert, which the
-  // feed may bring after `done`): the reply would step back to streaming, its text blank.
-  if (message.endedOnStream && LIVE_REPLY_STATUSES.includes(row.status)) return null;
+  // A live row of a reply its stream saw end, or that was seen completed (which nothing
+  // reopens), is older than that end (its insert, which the feed may bring after `done`): the
+  // reply would step back to streaming, its text blank.
+  if (endedHere(message) && LIVE_REPLY_STATUSES.includes(row.status)) return null;
   // The quick path's own stream is ahead of any stored row while it lasts.
   if (!isStreamingHere(message) || ENDED_REPLY_STATUSES.includes(row.status)) {
     message.content = row.content;
