@@ -20,9 +20,11 @@ from bench.stack import NO_USER_LIMITS, create_chats
 from demo.tools import demo_tools
 from tests.support import fetch, helper_with, running_stack, token_for
 
+# Client connections only: an autovacuum worker in the database shows there too.
 CONNECTIONS_SQL = """
 select count(*) as n from pg_stat_activity
 where datname = current_database() and pid <> pg_backend_pid()
+  and backend_type = 'client backend'
 """
 COMPLETED_SQL = """
 select m.chat_id, extract(epoch from m.updated_at)::float8 as done_at
