@@ -259,18 +259,32 @@ async def copy_new_checkpoints(
     """Store the newest checkpoint `memory` holds, and its pending writes, as the child of
     `known` (the seeded one, None for a new thread): the supersteps between them are not kept.
     Returns the newest, as stored (None: `memory` holds none)."""
-    tuples = [t async for t in memory.alist(thread_config(thread_id))]
-    if not tuples:
+    newest = await memory.aget_tuple(thread_config(thread_id))
+    if newest is None:
         return None
-    newest = tuples[0]
     if str(newest.checkpoint["id"]) == known:
         return newest
-    base = next((t.checkpoint for t in tuples if str(t.checkpoint["id"]) == known), None)
     stored = await durable.aput_after(
-        base, _child_of(newest, known), newest.checkpoint, newest.metadata
+        await _seeded(memory, thread_id, known),
+        _child_of(newest, known),
+        newest.checkpoint,
+        newest.metadata,
     )
     await _put_writes(durable, stored, newest.pending_writes)
     return newest._replace(parent_config=_child_of(newest, known) if known else None)
+
+
+async def _seeded(
+    memory: InMemorySaver, thread_id: ThreadId, known: str | None
+) -> Checkpoint | None:
+    """The checkpoint `memory` was seeded with: as handed to a TurnMemory, else decoded again.
+    Read alone, as the newest is: each checkpoint read decodes the whole history."""
+    if known is None:
+        return None
+    if isinstance(memory, TurnMemory):
+        return memory.seeded_checkpoint(known)
+    found = await memory.aget_tuple(thread_config(thread_id, checkpoint_id=known))
+    return None if found is None else found.checkpoint
 
 
 def _child_of(item: CheckpointTuple, parent_id: str | None) -> RunnableConfig:

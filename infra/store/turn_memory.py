@@ -39,11 +39,14 @@ class TurnMemory(InMemorySaver):
     _seeded: CheckpointTuple | None = None
     # The seeded checkpoint, as the child of this parent: not stored yet.
     _unstored: tuple[RunnableConfig, CheckpointTuple] | None = None
+    # The seeded checkpoint as it was handed over, for `seeded_checkpoint`.
+    _found: Checkpoint | None = None
 
     def seed(self, parent: RunnableConfig, found: CheckpointTuple) -> None:
         """Hold `found`, with its pending writes, as the child of `parent`. Its first read is
         it; any other call stores it first, as `put` and `put_writes` would have."""
         self._unstored = (parent, found)
+        self._found = found.checkpoint
         stored: RunnableConfig = {
             "configurable": {
                 "thread_id": parent["configurable"]["thread_id"],
@@ -64,6 +67,12 @@ class TurnMemory(InMemorySaver):
             parent_config=found.parent_config,
             pending_writes=list(found.pending_writes or []),
         )
+
+    def seeded_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
+        """The seeded checkpoint, as it was handed over (its values shared: not to be changed),
+        if `checkpoint_id` is its id."""
+        found = self._found
+        return found if found is not None and str(found["id"]) == checkpoint_id else None
 
     def _store_seed(self) -> None:
         if self._unstored is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import psycopg
+import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -17,6 +18,7 @@ from infra.migrate import applied_text, migrate
 from infra.store.checkpoints import copy_new_checkpoints, durable_saver, load_latest_into_memory
 from infra.store.drafts import DraftWriter
 from infra.store.ids import ChatId, MessageId
+from infra.store.turn_memory import TurnMemory
 from tests.support import create_user_with_chat, execute, fetch
 
 
@@ -194,3 +196,41 @@ async def test_checkpoints_copy_from_memory_and_back(pool: Pool) -> None:
     resumed = build_agent_graph(model, demo_tools(), fresh, interrupt_before_tools=False)
     result = await resumed.ainvoke(None, config)
     assert "2" in result["messages"][-1].content
+
+
+@pytest.mark.parametrize("memory_kind", [TurnMemory, InMemorySaver])
+async def test_a_continued_thread_stores_what_its_run_added(
+    database_url: str, pool: Pool, memory_kind: type[InMemorySaver]
+) -> None:
+    thread_id = thread_key(uuid.uuid4(), "default")
+    config = thread_config(thread_id)
+    model = create_model("scripted", token_delay_ms=0)
+    # GIVEN a stored first turn
+    first = InMemorySaver()
+    graph = build_agent_graph(model, demo_tools(), first)
+    await graph.ainvoke({"messages": [HumanMessage("hello")]}, config)
+    stored = await copy_new_checkpoints(first, durable_saver(pool), thread_id, known=None)
+    assert stored is not None
+    # WHEN the next turn runs on a memory seeded with it, and is stored
+    memory = memory_kind()
+    known = await load_latest_into_memory(durable_saver(pool), memory, thread_id)
+    graph = build_agent_graph(model, demo_tools(), memory)
+    await graph.ainvoke({"messages": [HumanMessage("again")]}, config)
+    newest = await copy_new_checkpoints(memory, durable_saver(pool), thread_id, known=known)
+    assert newest is not None
+    # THEN its messages are stored as the two it added to the two it was seeded with
+    version = newest.checkpoint["channel_versions"]["messages"]
+    [row] = await fetch(
+        database_url,
+        "select type from langgraph.checkpoint_blobs"
+        " where thread_id = %s and channel = 'messages' and version = %s",
+        thread_id,
+        str(version),
+    )
+    seeded = stored.checkpoint["channel_versions"]["messages"]
+    assert row["type"] == f"delta:2:{seeded}"
+    # AND the thread loads whole
+    loaded = await durable_saver(pool).aget_tuple(config)
+    assert loaded is not None
+    said = [m.content for m in loaded.checkpoint["channel_values"]["messages"]]
+    assert said[0::2] == ["hello", "again"]
