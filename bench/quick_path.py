@@ -40,6 +40,9 @@ class QuickPathFigures:
     # Each run after IDLE_S with nothing to do, as a deployment between a chat's messages.
     first_token_idle: dict[Side, list[float]] = field(default_factory=dict)
     runs_per_s: dict[Side, float] = field(default_factory=dict)
+    # How busy the machine's cores were, all together, over each side's rounds (None: no
+    # /proc/stat). A side held back by its own waits leaves them idle.
+    cores_busy: dict[Side, float | None] = field(default_factory=dict)
     handoff: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -160,11 +163,31 @@ async def throughput(sides: Sides, runs: int, clients: int, figures: QuickPathFi
         kinds["langgraph"] = langgraph
     rounds = max(1, min(THROUGHPUT_ROUNDS, runs // clients))
     rates: dict[Side, list[float]] = {side: [] for side in kinds}
+    ticks: dict[Side, list[int]] = {side: [0, 0] for side in kinds}  # busy, all
     for r in range(rounds):
         part = range(r * runs // rounds, (r + 1) * runs // rounds)
         for side, run in kinds.items():
+            before = _cpu_ticks()
             rates[side].append(await _drive(run, part, clients, figures.errors, side))
+            after = _cpu_ticks()
+            if before is not None and after is not None:
+                ticks[side][0] += after[0] - before[0]
+                ticks[side][1] += after[1] - before[1]
     figures.runs_per_s.update((side, statistics.median(rate)) for side, rate in rates.items())
+    figures.cores_busy.update(
+        (side, busy / all if all else None) for side, (busy, all) in ticks.items()
+    )
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """The machine's CPU time so far, in clock ticks: busy, and all (busy and idle)."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(t) for t in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
 
 
 async def _drive(
