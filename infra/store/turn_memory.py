@@ -10,13 +10,15 @@ process's history cache, as it was), the items themselves (messages, which nothi
 shared with whoever seeded it. Any write ends that; every other read decodes, as the library's
 does, so that the stored copy never shares a value with a live run. Nor does it encode the
 seeded checkpoint on the way in: that waits for the first call that needs it stored (a write,
-another read, a listing), which a turn makes only once its model has answered.
+another read, a listing), which a turn makes only once its model has answered. Even then each
+of its channel values is encoded only once a read needs that version: a run writes a history
+of its own, and the seeded one is then most often never read.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -31,6 +33,9 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.memory import InMemorySaver
 
+# A channel the seeded checkpoint has a version of but no value for.
+_EMPTY = object()
+
 
 class TurnMemory(InMemorySaver):
     """An in-memory saver whose seeded checkpoint's first read is the one it was seeded with,
@@ -41,6 +46,11 @@ class TurnMemory(InMemorySaver):
     _unstored: tuple[RunnableConfig, CheckpointTuple] | None = None
     # The seeded checkpoint as it was handed over, for `seeded_checkpoint`.
     _found: Checkpoint | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        # The stored seed's channel values by their blob's key, until a read needs them encoded.
+        self._deferred: dict[tuple[str, str, str, Any], Any] = {}
 
     def seed(self, parent: RunnableConfig, found: CheckpointTuple) -> None:
         """Hold `found`, with its pending writes, as the child of `parent`. Its first read is
@@ -79,10 +89,26 @@ class TurnMemory(InMemorySaver):
             return
         parent, found = self._unstored
         self._unstored = None
-        versions = dict(found.checkpoint["channel_versions"])
-        stored = super().put(parent, found.checkpoint, found.metadata, versions)
+        stored = super().put(parent, found.checkpoint, found.metadata, {})
+        where = (stored["configurable"]["thread_id"], stored["configurable"]["checkpoint_ns"])
+        values = found.checkpoint["channel_values"]
+        for channel, version in found.checkpoint["channel_versions"].items():
+            self._deferred[(*where, channel, version)] = values.get(channel, _EMPTY)
         for task_id, writes in writes_by_task(found.pending_writes).items():
             super().put_writes(stored, writes, task_id)
+
+    def _encode_deferred(self, keys: Iterable[tuple[str, str, str, Any]]) -> None:
+        for key in keys:
+            if key in self._deferred:
+                value = self._deferred.pop(key)
+                empty = value is _EMPTY
+                self.blobs[key] = ("empty", b"") if empty else self.serde.dumps_typed(value)
+
+    def _load_blobs(
+        self, thread_id: str, checkpoint_ns: str, versions: ChannelVersions
+    ) -> dict[str, Any]:
+        self._encode_deferred((thread_id, checkpoint_ns, k, v) for k, v in versions.items())
+        return super()._load_blobs(thread_id, checkpoint_ns, versions)
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         seeded, self._seeded = self._seeded, None
@@ -111,6 +137,10 @@ class TurnMemory(InMemorySaver):
     ) -> RunnableConfig:
         self._seeded = None
         self._store_seed()
+        # What it writes replaces what was stored under the same keys, as it would have.
+        where = (config["configurable"]["thread_id"], config["configurable"]["checkpoint_ns"])
+        for channel, version in new_versions.items():
+            self._deferred.pop((*where, channel, version), None)
         return super().put(config, checkpoint, metadata, new_versions)
 
     def put_writes(
@@ -127,12 +157,14 @@ class TurnMemory(InMemorySaver):
     def delete_thread(self, thread_id: str) -> None:
         self._seeded = None
         self._store_seed()
+        self._deferred = {k: v for k, v in self._deferred.items() if k[0] != thread_id}
         super().delete_thread(thread_id)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         self._store_seed()
+        self._encode_deferred(list(self._deferred))  # the library reads its blobs directly here
         return super().get_delta_channel_history(config=config, channels=channels)
 
 

@@ -15,15 +15,18 @@ THREAD = ThreadId("chat:assistant")
 
 
 async def a_head() -> CheckpointTuple:
-    """A head as a turn holds it: decoded, with a parent and a pending write."""
+    """A head as a turn holds it: decoded, with a parent and a pending write, and a channel
+    whose value is None."""
     source = InMemorySaver()
     parent = await source.aput(thread_config(THREAD), empty_checkpoint(), {"step": 0}, {})
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = {
-        "messages": [HumanMessage("hi", id="1"), AIMessage("yo", id="2")]
+        "messages": [HumanMessage("hi", id="1"), AIMessage("yo", id="2")],
+        "cut_short": None,
     }
-    checkpoint["channel_versions"] = {"messages": "1"}
-    stored = await source.aput(parent, checkpoint, {"step": 1, "source": "loop"}, {"messages": "1"})
+    versions = {"messages": "1", "cut_short": "1"}
+    checkpoint["channel_versions"] = dict(versions)
+    stored = await source.aput(parent, checkpoint, {"step": 1, "source": "loop"}, versions)
     await source.aput_writes(stored, [("messages", [AIMessage("w", id="3")])], "task")
     found = await source.aget_tuple(stored)
     assert found is not None
@@ -108,3 +111,32 @@ async def test_a_listing_before_the_first_read_lists_the_head() -> None:
     listed = [t async for t in turn.alist(thread_config(THREAD))]
     assert listed == [t async for t in library.alist(thread_config(THREAD))]
     assert len(listed) == 1
+
+
+async def test_a_seeded_value_is_encoded_only_when_its_version_is_read() -> None:
+    found = await a_head()
+    library, turn = InMemorySaver(), TurnMemory()
+    await seed_memory(library, found)
+    await seed_memory(turn, found)
+    first = await turn.aget_tuple(thread_config(THREAD))
+    assert first is not None
+    # WHEN the run writes its next checkpoint with a history of its own, the rest as it was
+    after = empty_checkpoint()
+    after["channel_values"] = {"messages": [*first.checkpoint["channel_values"]["messages"]]}
+    after["channel_versions"] = {"messages": "2", "cut_short": "1"}
+    for saver in (library, turn):
+        await saver.aput(first.config, after, {"step": 2, "source": "loop"}, {"messages": "2"})
+    latest = await turn.aget_tuple(thread_config(THREAD))
+    assert latest == await library.aget_tuple(thread_config(THREAD))
+    # THEN the seeded history was stored without being encoded: no read needed it (what was
+    # read, the seeded None, was)
+    assert set(turn.blobs) == {(THREAD, "", "messages", "2"), (THREAD, "", "cut_short", "1")}
+    # WHEN the seeded checkpoint itself is read
+    at = thread_config(THREAD, checkpoint_id=found.checkpoint["id"])
+    seeded = await turn.aget_tuple(at)
+    # THEN it reads as the library's does, decoded from its encoding, sharing nothing
+    assert seeded == await library.aget_tuple(at)
+    assert seeded is not None
+    held = found.checkpoint["channel_values"]["messages"]
+    assert seeded.checkpoint["channel_values"]["messages"][0] is not held[0]
+    assert (THREAD, "", "messages", "1") in turn.blobs
