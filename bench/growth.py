@@ -18,7 +18,6 @@ from typing import Any
 
 import psycopg
 from langchain_openai import ChatOpenAI
-from langgraph.checkpoint.memory import InMemorySaver
 from psycopg.rows import dict_row
 from pydantic import SecretStr
 
@@ -28,6 +27,7 @@ from bench.stats import p50
 from infra.db import Pool, create_pool
 from infra.store.checkpoints import durable_saver, load_latest_into_memory
 from infra.store.history_cache import HISTORY, HistoryCache
+from infra.store.turn_memory import TurnMemory
 from tests.support import running_stack, token_for
 
 THREAD_BYTES_SQL = """
@@ -104,13 +104,13 @@ async def _sizes(database_url: str, thread: str) -> tuple[int, int, int]:
 async def load_time(
     pool: Pool, thread: ThreadId, runs: int = 30, cache: HistoryCache | None = HISTORY
 ) -> float:
-    """p50 seconds to seed a fresh in-memory saver with the thread's latest checkpoint, as a
-    turn does (with the process's history cache, which the turns before it filled), or without
-    a cache (`cache=None`: the whole chain read each time)."""
+    """p50 seconds to seed a turn's in-memory saver (`TurnMemory`) with the thread's latest
+    checkpoint, as a turn does (with the process's history cache, which the turns before it
+    filled), or without a cache (`cache=None`: the whole chain read each time)."""
     seconds = []
     for _ in range(runs):
         started = time.perf_counter()
-        await load_latest_into_memory(durable_saver(pool, cache=cache), InMemorySaver(), thread)
+        await load_latest_into_memory(durable_saver(pool, cache=cache), TurnMemory(), thread)
         seconds.append(time.perf_counter() - started)
     return p50(seconds)
 

@@ -13,8 +13,9 @@ in-memory saver) and then piece by piece, the same steps one after the other:
 - decoding it: the whole blobs, the pending writes (read on a worker thread by the library);
 - the delta chain of each list channel: its query (one round trip) and bytes, and rebuilding
   the list from the blobs;
-- copying the checkpoint into the in-memory saver, which encodes every channel again;
-- the run's first read of it (`InMemorySaver.aget_tuple`), which decodes them again;
+- seeding the turn's in-memory saver with it (`TurnMemory`, infra/store/turn_memory.py), which
+  holds it as decoded and encodes a value only once a read needs it stored;
+- the run's first read of it, which gets it as seeded;
 - the whole load again with the process's history cache (infra/store/history_cache.py), which
   the turns before filled: the head row, and only what the last turn added decoded.
 
@@ -39,7 +40,6 @@ from typing import Any
 from langchain_anthropic import ChatAnthropic
 from langchain_core.messages import AnyMessage
 from langchain_openai import ChatOpenAI
-from langgraph.checkpoint.memory import InMemorySaver
 from pydantic import SecretStr
 
 from agent.threads import ThreadId, thread_config, thread_key
@@ -52,9 +52,10 @@ from infra.store.checkpoints import (
     DELTA,
     CompactSaver,
     _Delta,
-    _put_writes,
     durable_saver,
+    seed_memory,
 )
+from infra.store.turn_memory import TurnMemory
 from tests.databases import fresh_database, migrated_template, resolve_server_url
 from tests.support import running_stack, token_for
 
@@ -138,12 +139,9 @@ async def _once(durable: CompactSaver, thread: ThreadId, point: Point) -> dict[s
             items = durable._applied(items, int(r["type"].split(":", 2)[1]), r["blob"])
         values[channel] = durable._applied(items, delta.kept, delta.added)
         lap("rebuild lists")
-    memory = InMemorySaver()
+    memory = TurnMemory()
     config = thread_config(thread)
-    stored = await memory.aput(
-        config, found.checkpoint, found.metadata, dict(found.checkpoint["channel_versions"])
-    )
-    await _put_writes(memory, stored, found.pending_writes)
+    await seed_memory(memory, found)
     lap("into memory saver")
     read = await memory.aget_tuple(config)
     lap("run's first read")
