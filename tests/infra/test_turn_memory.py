@@ -4,7 +4,7 @@ and reads as the library's saver reads after that (infra/store/turn_memory.py)."
 from __future__ import annotations
 
 from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+from langgraph.checkpoint.base import ChannelVersions, CheckpointTuple, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from agent.threads import ThreadId, thread_config
@@ -24,7 +24,7 @@ async def a_head() -> CheckpointTuple:
         "messages": [HumanMessage("hi", id="1"), AIMessage("yo", id="2")],
         "cut_short": None,
     }
-    versions = {"messages": "1", "cut_short": "1"}
+    versions: ChannelVersions = {"messages": "1", "cut_short": "1"}
     checkpoint["channel_versions"] = dict(versions)
     stored = await source.aput(parent, checkpoint, {"step": 1, "source": "loop"}, versions)
     await source.aput_writes(stored, [("messages", [AIMessage("w", id="3")])], "task")
