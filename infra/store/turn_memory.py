@@ -47,8 +47,8 @@ class TurnMemory(InMemorySaver):
     # The seeded checkpoint as it was handed over, for `seeded_checkpoint`.
     _found: Checkpoint | None = None
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, **saver: Any) -> None:
+        super().__init__(**saver)
         # The stored seed's channel values by their blob's key, until a read needs them encoded.
         self._deferred: dict[tuple[str, str, str, Any], Any] = {}
 

@@ -33,11 +33,17 @@ async def a_head() -> CheckpointTuple:
     return found
 
 
-async def test_the_first_read_is_the_seeded_head_as_the_librarys_read_decodes_it() -> None:
+async def seeded_both() -> tuple[CheckpointTuple, InMemorySaver, TurnMemory]:
+    """A head, and the library's saver and a TurnMemory, each seeded with it."""
     found = await a_head()
     library, turn = InMemorySaver(), TurnMemory()
     await seed_memory(library, found)
     await seed_memory(turn, found)
+    return found, library, turn
+
+
+async def test_the_first_read_is_the_seeded_head_as_the_librarys_read_decodes_it() -> None:
+    found, library, turn = await seeded_both()
     # WHEN the graph's run begins and reads the thread's latest checkpoint
     first = await turn.aget_tuple(thread_config(THREAD))
     expected = await library.aget_tuple(thread_config(THREAD))
@@ -78,10 +84,7 @@ async def test_a_write_before_the_first_read_leaves_it_to_decode() -> None:
 
 
 async def test_the_head_is_stored_only_once_something_needs_it() -> None:
-    found = await a_head()
-    library, turn = InMemorySaver(), TurnMemory()
-    await seed_memory(library, found)
-    await seed_memory(turn, found)
+    found, library, turn = await seeded_both()
     # WHEN the graph's run begins on its head
     first = await turn.aget_tuple(thread_config(THREAD))
     assert first is not None
@@ -104,20 +107,14 @@ async def test_the_head_is_stored_only_once_something_needs_it() -> None:
 
 
 async def test_a_listing_before_the_first_read_lists_the_head() -> None:
-    found = await a_head()
-    library, turn = InMemorySaver(), TurnMemory()
-    await seed_memory(library, found)
-    await seed_memory(turn, found)
+    _, library, turn = await seeded_both()
     listed = [t async for t in turn.alist(thread_config(THREAD))]
     assert listed == [t async for t in library.alist(thread_config(THREAD))]
     assert len(listed) == 1
 
 
 async def test_a_seeded_value_is_encoded_only_when_its_version_is_read() -> None:
-    found = await a_head()
-    library, turn = InMemorySaver(), TurnMemory()
-    await seed_memory(library, found)
-    await seed_memory(turn, found)
+    found, library, turn = await seeded_both()
     first = await turn.aget_tuple(thread_config(THREAD))
     assert first is not None
     # WHEN the run writes its next checkpoint with a history of its own, the rest as it was
