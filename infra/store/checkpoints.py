@@ -31,7 +31,7 @@ from psycopg.rows import DictRow
 from agent.threads import ThreadId, thread_config
 from infra.db import Conn, Pool
 from infra.store.history_cache import HistoryCache, Key
-from infra.store.turn_memory import TurnMemory, writes_by_task
+from infra.store.turn_memory import TurnMemory, seeded, writes_by_task
 
 DELTA = "delta"
 # A channel's value at `version`: the blob rows from the whole value up, oldest first.
@@ -264,27 +264,13 @@ async def copy_new_checkpoints(
         return None
     if str(newest.checkpoint["id"]) == known:
         return newest
+    # Read alone, as the newest is: each read of a checkpoint decodes the whole history.
+    base = await seeded(memory, thread_config(thread_id, checkpoint_id=known)) if known else None
     stored = await durable.aput_after(
-        await _seeded(memory, thread_id, known),
-        _child_of(newest, known),
-        newest.checkpoint,
-        newest.metadata,
+        base, _child_of(newest, known), newest.checkpoint, newest.metadata
     )
     await _put_writes(durable, stored, newest.pending_writes)
     return newest._replace(parent_config=_child_of(newest, known) if known else None)
-
-
-async def _seeded(
-    memory: InMemorySaver, thread_id: ThreadId, known: str | None
-) -> Checkpoint | None:
-    """The checkpoint `memory` was seeded with: as handed to a TurnMemory, else decoded again.
-    Read alone, as the newest is: each checkpoint read decodes the whole history."""
-    if known is None:
-        return None
-    if isinstance(memory, TurnMemory):
-        return memory.seeded_checkpoint(known)
-    found = await memory.aget_tuple(thread_config(thread_id, checkpoint_id=known))
-    return None if found is None else found.checkpoint
 
 
 def _child_of(item: CheckpointTuple, parent_id: str | None) -> RunnableConfig:

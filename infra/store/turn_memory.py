@@ -44,7 +44,7 @@ class TurnMemory(InMemorySaver):
     _seeded: CheckpointTuple | None = None
     # The seeded checkpoint, as the child of this parent: not stored yet.
     _unstored: tuple[RunnableConfig, CheckpointTuple] | None = None
-    # The seeded checkpoint as it was handed over, for `seeded_checkpoint`.
+    # The seeded checkpoint as it was handed over, for `seeded`.
     _found: Checkpoint | None = None
 
     def __init__(self, **saver: Any) -> None:
@@ -77,12 +77,6 @@ class TurnMemory(InMemorySaver):
             parent_config=found.parent_config,
             pending_writes=list(found.pending_writes or []),
         )
-
-    def seeded_checkpoint(self, checkpoint_id: str) -> Checkpoint | None:
-        """The seeded checkpoint, as it was handed over (its values shared: not to be changed),
-        if `checkpoint_id` is its id."""
-        found = self._found
-        return found if found is not None and str(found["id"]) == checkpoint_id else None
 
     def _store_seed(self) -> None:
         if self._unstored is None:
@@ -166,6 +160,16 @@ class TurnMemory(InMemorySaver):
         self._store_seed()
         self._encode_deferred(list(self._deferred))  # the library reads its blobs directly here
         return super().get_delta_channel_history(config=config, channels=channels)
+
+
+async def seeded(memory: InMemorySaver, config: RunnableConfig) -> Checkpoint | None:
+    """The checkpoint `config` names, which `memory` was seeded with: as it was handed over when
+    `memory` is a TurnMemory (its values shared: not to be changed), else read, decoding it."""
+    held = memory._found if isinstance(memory, TurnMemory) else None
+    if held is not None and str(held["id"]) == get_checkpoint_id(config):
+        return held
+    found = await memory.aget_tuple(config)
+    return None if found is None else found.checkpoint
 
 
 def writes_by_task(
