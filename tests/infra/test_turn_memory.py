@@ -137,3 +137,20 @@ async def test_a_seeded_value_is_encoded_only_when_its_version_is_read() -> None
     held = found.checkpoint["channel_values"]["messages"]
     assert seeded.checkpoint["channel_values"]["messages"][0] is not held[0]
     assert (THREAD, "", "messages", "1") in turn.blobs
+
+
+async def test_a_write_under_a_seeded_key_replaces_the_seeded_value() -> None:
+    _, library, turn = await seeded_both()
+    first = await turn.aget_tuple(thread_config(THREAD))
+    assert first is not None
+    # WHEN a checkpoint is written with a value under the seeded version's key
+    after = empty_checkpoint()
+    after["channel_values"] = {"messages": [HumanMessage("other", id="9")]}
+    after["channel_versions"] = {"messages": "1", "cut_short": "1"}
+    for saver in (library, turn):
+        await saver.aput(first.config, after, {"step": 2, "source": "loop"}, {"messages": "1"})
+    # THEN reads get the value written, as from the library's saver, not the seeded one
+    latest = await turn.aget_tuple(thread_config(THREAD))
+    assert latest == await library.aget_tuple(thread_config(THREAD))
+    assert latest is not None
+    assert [m.content for m in latest.checkpoint["channel_values"]["messages"]] == ["other"]
