@@ -187,8 +187,9 @@ def agent_node(
     return agent
 
 
-def route_after_agent(state: AgentState) -> Literal["tools", "__end__"]:
-    """`tools` when the last answer calls tools, else the end."""
+async def route_after_agent(state: AgentState) -> Literal["tools", "__end__"]:
+    """`tools` when the last answer calls tools, else the end. A coroutine: LangGraph runs a
+    plain function on a worker thread in an async graph."""
     last = state["messages"][-1]
     if isinstance(last, AIMessage) and last.tool_calls:
         return "tools"
