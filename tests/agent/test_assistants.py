@@ -112,11 +112,14 @@ def other_state(parts: AgentParts) -> Any:
 
 
 def no_path_map(parts: AgentParts) -> Any:
+    async def not_literal(state: AgentState) -> str:  # no path map to read from a `str`
+        return await route_after_agent(state)
+
     builder = StateGraph(AgentState)
     builder.add_node("agent", parts.agent)
     builder.add_node("tools", parts.tool_node())
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", lambda state: route_after_agent(state))
+    builder.add_conditional_edges("agent", not_literal)
     builder.add_edge("tools", "agent")
     return builder
 
