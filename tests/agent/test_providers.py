@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Literal
 
 import anthropic
@@ -29,7 +29,11 @@ from langchain_core.messages import (
     ToolMessage,
 )
 from langchain_core.runnables import Runnable
+from langgraph.checkpoint.memory import InMemorySaver
 
+from agent.graph import build_agent_graph
+from agent.state import AgentState
+from agent.threads import ThreadId, thread_config
 from demo.tools import calc
 from tests.fake_providers import (
     CleanEof,
@@ -71,6 +75,25 @@ def fake(served: FakeProviders) -> FakeProviders:
     served.replies.clear()
     served.requests.clear()
     return served
+
+
+@pytest.fixture
+def refuse_thread_hops(monkeypatch: pytest.MonkeyPatch) -> Callable[[], list[str]]:
+    """Call it in the test's loop: from then on what is sent to the loop's executor is refused
+    and listed. LangGraph runs a plain route or node there, a hop to a worker thread and back at
+    each step."""
+
+    def start() -> list[str]:
+        hops: list[str] = []
+
+        def refused(executor: object, func: Any, *args: object) -> Any:
+            hops.append(getattr(func, "__qualname__", repr(func)))
+            raise AssertionError(f"a hop to a worker thread: {func!r}")
+
+        monkeypatch.setattr(asyncio.get_running_loop(), "run_in_executor", refused)
+        return hops
+
+    return start
 
 
 def make_model(provider: ProviderName, fake: FakeProviders, **kwargs: Any) -> BaseChatModel:
@@ -199,6 +222,32 @@ async def test_a_request_without_streaming_gets_the_whole_message(
     assert isinstance(message, AIMessage)
     assert message.usage_metadata is not None
     assert message.usage_metadata["total_tokens"] == 7
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_an_answer_through_the_agent_graph_makes_no_hop_to_a_worker_thread(
+    provider: ProviderName, fake: FakeProviders, refuse_thread_hops: Callable[[], list[str]]
+) -> None:
+    # GIVEN the agent graph on the provider's model, which has answered once: the SDK's client
+    # reads the platform on a worker thread at its first request, and only then
+    graph = build_agent_graph(make_model(provider, fake), [], InMemorySaver())
+    fake.script(Reply(text=["first"]), Reply(text=["second ", "answer"]))
+
+    async def streamed(thread: str) -> list[Any]:
+        said: AgentState = {"messages": [HumanMessage("hi")]}
+        config = thread_config(ThreadId(thread))
+        return [c async for c in graph.astream(said, config, stream_mode="messages")]
+
+    await streamed("t:a")
+    hops = refuse_thread_hops()
+
+    # WHEN it answers again, streamed as a turn streams it
+    chunks = await streamed("t:b")
+
+    # THEN nothing went to a worker thread, and the answer came
+    assert hops == []
+    assert chunks
+    assert len(fake.requests) == 2
 
 
 # --- tools ------------------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -94,22 +93,6 @@ def last_ai(state: AgentState) -> AIMessage:
 
 
 # --- plain replies ---------------------------------------------------------------------------
-
-
-async def test_an_answer_runs_on_the_event_loop_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An answer without tools makes no hop to a worker thread: LangGraph runs a plain route or
-    node through the loop's executor, a hop there and back at each step."""
-    hops: list[str] = []
-
-    def refused(executor: object, func: Any, *args: object) -> Any:
-        hops.append(getattr(func, "__qualname__", repr(func)))
-        raise AssertionError(f"a hop to a worker thread: {func!r}")
-
-    monkeypatch.setattr(asyncio.get_running_loop(), "run_in_executor", refused)
-    graph = make_graph()
-    chunks = [c async for c in graph.astream(said("hello"), new_thread(), stream_mode="messages")]
-    assert chunks
-    assert hops == []
 
 
 async def test_plain_message_streams_word_by_word_and_quotes_the_message() -> None:
